@@ -1,0 +1,35 @@
+# Set-up and the main jobs. Everything lives in a virtual environment inside the checkout (.venv).
+# TORCH_SPEC names the torch build to install first (this machine has torch 2.14.1 + torchvision 0.29.1
+# on local disk); override it elsewhere, e.g. `make test TORCH_SPEC="torch torchvision"`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: setup quickstart test lint bench
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(TORCH_SPEC)
+	$(PY) -m pip install --quiet -e '.[dev,vision,offline]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+quickstart: setup
+	$(PY) train_unsup.py configs/quickstart.yaml
+
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+bench: setup
+	$(PY) bench/loss_overhead.py

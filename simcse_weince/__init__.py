@@ -1,0 +1,6 @@
+"""simcse-weince: unsupervised SimCSE / SimCLR with the WEINCE loss, evaluation and diagnostics."""
+
+from simcse_weince.losses import InfoNCELoss, WeinceLoss
+
+__version__ = "0.1.0"
+__all__ = ["InfoNCELoss", "WeinceLoss", "__version__"]

@@ -1,0 +1,52 @@
+"""Shared constructor arguments and validation of the contrastive losses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from simcse_weince.losses.layout import Layout, ScoreLayout, build_layout, validate_layout
+
+
+def check_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+
+
+class ContrastiveLoss(nn.Module):
+    """Base of :class:`InfoNCELoss` and :class:`WeinceLoss`: temperature, layout and device gathering.
+
+    Args:
+        temperature: τ > 0 dividing the cosine similarities.
+        layout: ``"simcse"`` (B×B, text) or ``"ntxent"`` (2N views, SimCLR).
+        gather_across_devices: score local anchors against the candidates of all processes.
+    """
+
+    def __init__(
+        self, temperature: float = 0.05, layout: Layout = "simcse", gather_across_devices: bool = False
+    ) -> None:
+        super().__init__()
+        check_positive("temperature", temperature)
+        validate_layout(layout)
+        self.temperature = float(temperature)
+        self.layout = layout
+        self.gather_across_devices = bool(gather_across_devices)
+        # Detached per-batch diagnostics of the last forward (tensors; reading them is the caller's sync).
+        self.last_diagnostics: dict[str, torch.Tensor] = {}
+
+    def build_layout(
+        self, anchors: torch.Tensor, positives: torch.Tensor, negative_mask: torch.Tensor | None
+    ) -> ScoreLayout:
+        return build_layout(anchors, positives, self.layout, negative_mask, self.gather_across_devices)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {
+            "temperature": self.temperature,
+            "layout": self.layout,
+            "gather_across_devices": self.gather_across_devices,
+        }
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.get_config_dict().items())

@@ -1,0 +1,46 @@
+"""InfoNCE / NT-Xent, the baseline that WEINCE reduces to at λ = 0."""
+
+from __future__ import annotations
+
+import torch
+
+from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.layout import masked_cross_entropy
+
+
+class InfoNCELoss(ContrastiveLoss):
+    r"""InfoNCE on cosine similarities (SimCSE B×B layout or SimCLR / NT-Xent 2N layout).
+
+    .. math::
+        \mathcal{L} = \frac{1}{A}\sum_i -\log
+        \frac{\exp(s_{i,p(i)}/\tau)}{\sum_{j \in \{p(i)\} \cup N(i)} \exp(s_{ij}/\tau)}
+
+    with ``s_ij`` the float32 cosine similarity, ``p(i)`` the positive and ``N(i)`` the negatives of
+    anchor i (minus those removed by ``negative_mask``).
+
+    References:
+        Oord et al. 2018 (CPC); Chen et al. 2020 (SimCLR); Gao et al. 2021 (SimCSE).
+
+    Example:
+        >>> loss = InfoNCELoss(temperature=0.05)
+        >>> value = loss(torch.randn(8, 16), torch.randn(8, 16))
+    """
+
+    def forward(
+        self,
+        anchors: torch.Tensor,
+        positives: torch.Tensor,
+        negative_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Args: anchors, positives (B, D); negative_mask (A, C) bool. Returns the scalar mean loss."""
+        lay = self.build_layout(anchors, positives, negative_mask)
+        return masked_cross_entropy(lay.scores / self.temperature, lay)
+
+    @property
+    def citation(self) -> str:
+        return """@article{oord2018cpc,
+  title={Representation Learning with Contrastive Predictive Coding},
+  author={van den Oord, Aaron and Li, Yazhe and Vinyals, Oriol},
+  journal={arXiv preprint arXiv:1807.03748},
+  year={2018}
+}"""
