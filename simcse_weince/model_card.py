@@ -1,0 +1,104 @@
+"""Model card (README.md) of an exported SimCSE model: what it is, how it was trained, what it scores."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+CARD = """---
+library_name: sentence-transformers
+pipeline_tag: sentence-similarity
+tags:
+- sentence-transformers
+- sentence-similarity
+- simcse
+- {loss_tag}
+base_model: {base_model}
+---
+
+# {title}
+
+Unsupervised SimCSE sentence encoder trained with **{loss_name}** by
+[simcse-weince](https://github.com/) (`train_unsup.py`).
+
+| | |
+|---|---|
+| base model | {base_desc} |
+| training data | {data_desc} |
+| loss | {loss_name}: `{loss_config}` |
+| training | {steps} steps, batch {batch} × {processes} process(es), lr {lr}, max_seq_length {max_len}, {precision} |
+| pooling | training `{pooler}`; inference `{inference_pooler}` (this folder) |
+| model selection | best STS-B dev Spearman, evaluated every {eval_steps} steps |
+
+## Scores (cosine Spearman × 100)
+
+| split | Spearman |
+|---|---|
+{score_rows}
+
+{note}
+
+## Usage
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("{usage_path}")
+embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])
+```
+
+## Citation
+
+```bibtex
+{citation}
+```
+"""
+
+
+def render_model_card(
+    *,
+    base_model: str,
+    from_config: bool,
+    data_desc: str,
+    loss_name: str,
+    loss_config: dict[str, Any],
+    citation: str,
+    steps: int,
+    batch: int,
+    processes: int,
+    lr: float,
+    max_len: int,
+    precision: str,
+    pooler: str,
+    inference_pooler: str,
+    eval_steps: Any,
+    scores: dict[str, float],
+    usage_path: str,
+    note: str = "",
+) -> str:
+    rows = "\n".join(f"| {k} | {v:.2f} |" for k, v in scores.items()) or "| (not evaluated) | |"
+    base_desc = (
+        f"`{base_model}` architecture, randomly initialised from its config" if from_config else f"`{base_model}`"
+    )
+    return CARD.format(
+        title=f"SimCSE-{loss_name} ({base_model.rstrip('/').split('/')[-1]})",
+        loss_tag=loss_name.lower(),
+        base_model=base_model,
+        base_desc=base_desc,
+        data_desc=data_desc,
+        loss_name=loss_name,
+        loss_config=json.dumps(loss_config, sort_keys=True),
+        steps=steps,
+        batch=batch,
+        processes=processes,
+        lr=lr,
+        max_len=max_len,
+        precision=precision,
+        pooler=pooler,
+        inference_pooler=inference_pooler,
+        eval_steps=eval_steps,
+        score_rows=rows,
+        note=note,
+        usage_path=usage_path,
+        citation=citation.strip(),
+    )

@@ -1,0 +1,89 @@
+"""Export a trained :class:`SimCSEModel` as a ``SentenceTransformer`` folder, with a model card.
+
+The folder holds only what inference needs: the encoder weights and config, the tokenizer, and the
+sentence-transformers modules that reproduce the inference pooler:
+
+* ``cls_before_pooler`` -> ``Pooling("cls")``
+* ``cls`` (MLP kept at inference) -> ``Pooling("cls")`` + ``Dense(tanh)`` with the trained MLP weights
+* ``avg`` -> ``Pooling("mean")``
+* ``avg_first_last`` -> ``WeightedLayerPooling`` (weight 1 on the first and last layer, 0 elsewhere) +
+  ``Pooling("mean")``
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from simcse_weince.modeling.simcse import SimCSEModel
+
+logger = logging.getLogger(__name__)
+
+
+def sentence_transformer_modules(model: SimCSEModel, folder: str, max_seq_length: int | None) -> list:
+    from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer, WeightedLayerPooling
+
+    pooler = model.inference_pooler
+    hidden = model.encoder.config.hidden_size
+    config_kwargs = {"output_hidden_states": True} if pooler == "avg_first_last" else None
+    modules: list = [Transformer(folder, max_seq_length=max_seq_length, config_kwargs=config_kwargs)]
+    if pooler in ("cls", "cls_before_pooler"):
+        modules.append(Pooling(hidden, pooling_mode="cls"))
+    elif pooler == "avg":
+        modules.append(Pooling(hidden, pooling_mode="mean"))
+    else:
+        layers = model.encoder.config.num_hidden_layers
+        weights = torch.zeros(layers, dtype=torch.float)
+        weights[0] = weights[-1] = 1.0  # layers 1 and L of hidden_states[1:]
+        modules.append(
+            WeightedLayerPooling(
+                hidden,
+                num_hidden_layers=layers,
+                layer_start=1,
+                layer_weights=torch.nn.Parameter(weights, requires_grad=False),
+            )
+        )
+        modules.append(Pooling(hidden, pooling_mode="mean"))
+    if pooler == "cls" and model.mlp is not None:
+        linear = model.mlp[0]
+        modules.append(
+            Dense(
+                hidden,
+                hidden,
+                activation_function=torch.nn.Tanh(),
+                init_weight=linear.weight.detach().clone(),
+                init_bias=linear.bias.detach().clone(),
+            )
+        )
+    return modules
+
+
+def export_sentence_transformer(
+    model: SimCSEModel, tokenizer, folder: str | Path, max_seq_length: int | None = None, card: str | None = None
+) -> Path:
+    """Write ``folder`` so that ``SentenceTransformer(folder)`` gives the model's inference embeddings.
+
+    ``max_seq_length`` defaults to :func:`~simcse_weince.encoding.inference_max_length`, the limit the
+    project's own evaluators use, so both encode the same tokens.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    from simcse_weince.encoding import inference_max_length
+
+    if max_seq_length is None:
+        max_seq_length = inference_max_length(tokenizer, model.encoder.config)
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if model.inference_pooler == "avg_first_last":
+        model.encoder.config.output_hidden_states = True
+    model.encoder.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    st = SentenceTransformer(modules=sentence_transformer_modules(model, str(folder), max_seq_length), device="cpu")
+    st.save(str(folder), create_model_card=card is None)
+    if card is not None:
+        (folder / "README.md").write_text(card, encoding="utf-8")
+    logger.info("saved SentenceTransformer folder %s (pooler %s)", folder, model.inference_pooler)
+    return folder

@@ -1,0 +1,102 @@
+"""The SimCSE model: an ``AutoModel`` encoder, a pooler and (for ``cls``) the SimCSE MLP.
+
+Training: the batch of B sentences is duplicated and encoded in ONE forward of 2B rows; dropout makes the
+two copies differ, giving the two views. Inference (:meth:`SimCSEModel.encode`) uses the inference pooler:
+for ``cls`` trained with ``mlp_only_train`` (the unsupervised SimCSE recipe) that is ``cls_before_pooler``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModel, PreTrainedModel
+
+from simcse_weince.modeling.poolers import needs_hidden_states, pool, validate_pooler
+
+
+def inference_pooler_for(pooler: str, mlp_only_train: bool) -> str:
+    """The pooler used at inference: ``cls`` with ``mlp_only_train`` drops the MLP."""
+    return "cls_before_pooler" if pooler == "cls" and mlp_only_train else pooler
+
+
+def load_encoder(
+    model_name_or_path: str, from_config: bool = False, config_overrides: dict | None = None
+) -> PreTrainedModel:
+    """An ``AutoModel`` encoder, from weights or freshly initialised from a config.
+
+    ``from_config`` builds random weights from the model's config (after ``config_overrides``), which is how
+    tests and CPU experiments get tiny encoders without any download. A task pooler the architecture carries
+    (BERT's ``pooler``) is kept, so that saved checkpoints stay complete, but frozen: SimCSE never uses it,
+    and frozen parameters keep DDP free of unused trainable parameters.
+    """
+    config = AutoConfig.from_pretrained(model_name_or_path, **(config_overrides or {}))
+    if from_config:
+        encoder = AutoModel.from_config(config)
+    else:
+        encoder = AutoModel.from_pretrained(model_name_or_path, config=config)
+    task_pooler = getattr(encoder, "pooler", None)
+    if isinstance(task_pooler, nn.Module):
+        task_pooler.requires_grad_(False)
+    return encoder
+
+
+class SimCSEModel(nn.Module):
+    """Encoder + pooler (+ MLP for ``cls``) producing the two dropout views of a batch.
+
+    Args:
+        encoder: a Hugging Face encoder (``AutoModel``).
+        pooler: one of ``cls``, ``cls_before_pooler``, ``avg``, ``avg_first_last``.
+        mlp_only_train: with ``cls``, use the MLP in training only (the unsupervised SimCSE recipe).
+    """
+
+    def __init__(self, encoder: PreTrainedModel, pooler: str = "cls", mlp_only_train: bool = True) -> None:
+        super().__init__()
+        validate_pooler(pooler)
+        self.encoder = encoder
+        self.pooler = pooler
+        self.mlp_only_train = mlp_only_train
+        hidden = encoder.config.hidden_size
+        self.mlp = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh()) if pooler == "cls" else None
+        # Trainer looks at these for saving, gradient checkpointing and the model card.
+        self.config = encoder.config
+
+    @property
+    def inference_pooler(self) -> str:
+        return inference_pooler_for(self.pooler, self.mlp_only_train)
+
+    def _pooled(self, pooler: str, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        out = self.encoder(**kwargs, output_hidden_states=needs_hidden_states(pooler), return_dict=True)
+        return pool(pooler, out.last_hidden_state, attention_mask, out.hidden_states)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Encode the batch twice in one forward; returns ``anchors`` and ``positives`` (B, H)."""
+        b = input_ids.shape[0]
+        ids = torch.cat([input_ids, input_ids])  # (2B, L): one forward, two dropout views
+        mask = torch.cat([attention_mask, attention_mask])
+        tti = None if token_type_ids is None else torch.cat([token_type_ids, token_type_ids])
+        z = self._pooled(self.pooler, ids, mask, tti)  # (2B, H)
+        if self.mlp is not None:
+            z = self.mlp(z)
+        return {"anchors": z[:b], "positives": z[b:]}
+
+    @torch.no_grad()
+    def encode(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Sentence embeddings (N, H) with the inference pooler (no dropout: call ``eval()`` first)."""
+        pooler = self.inference_pooler
+        z = self._pooled(pooler, input_ids, attention_mask, token_type_ids)
+        if pooler == "cls" and self.mlp is not None:
+            z = self.mlp(z)
+        return z

@@ -1,0 +1,234 @@
+"""Unsupervised SimCSE training pipeline behind ``train_unsup.py``.
+
+Steps: parse the config, load the encoder and tokenizer, read and tokenise the sentences, build the loss,
+train with :class:`SimCSETrainer` (STS-B dev every ``eval_steps``, best checkpoint kept), export the best
+model as a SentenceTransformer folder ``<output_dir>/model`` with a model card, score STS-B test, write
+``results.json``, and optionally push the folder to the Hub.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import datasets
+import transformers
+from transformers import AutoTokenizer, set_seed
+
+from simcse_weince.args import DataArguments, LossArguments, ModelArguments, SimCSETrainingArguments
+from simcse_weince.config import parse_config, save_run_info
+from simcse_weince.data import SimCSECollator, TextStats, load_hub_sentences, read_sentences, tokenize_sentences
+from simcse_weince.encoding import SimCSEEncoder
+from simcse_weince.evaluation.sts import evaluate_sts
+from simcse_weince.evaluation.sts_data import STSSubset, STSTask, load_sts_task
+from simcse_weince.hub import HubPushError, push_folder
+from simcse_weince.model_card import render_model_card
+from simcse_weince.modeling import SimCSEModel, load_encoder
+from simcse_weince.modeling.export import export_sentence_transformer
+from simcse_weince.paths import resolve_data_path, resolve_model_path, senteval_root
+from simcse_weince.trainer import SimCSETrainer
+
+logger = logging.getLogger(__name__)
+ARG_GROUPS = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
+
+
+def load_training_sentences(data: DataArguments, stats: TextStats) -> list[str]:
+    if data.train_files:
+        sentences: list[str] = []
+        for f in data.train_files:
+            sentences += read_sentences(resolve_data_path(f), data.drop_unterminated_last_line, stats)
+    else:
+        sentences = load_hub_sentences(data.hub_dataset, data.hub_data_file)
+        stats.files.append(f"hub:{data.hub_dataset}/{data.hub_data_file}")
+        stats.sentences = len(sentences)
+    if data.max_train_samples is not None:
+        sentences = sentences[: data.max_train_samples]
+    return sentences
+
+
+def load_stsb(data: DataArguments, split: str) -> STSTask:
+    root = senteval_root(resolve_data_path(data.senteval_dir) if data.senteval_dir else None)
+    task = load_sts_task("STSBenchmark", root, split)
+    if data.eval_max_pairs is not None:
+        sub = task.subsets[0]
+        n = data.eval_max_pairs
+        task = STSTask(task.name, [STSSubset(sub.name, sub.sentences1[:n], sub.sentences2[:n], sub.scores[:n])])
+    return task
+
+
+def _setup_logging(training_args: SimCSETrainingArguments) -> None:
+    level = logging.INFO if training_args.should_log else logging.WARNING
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=level, stream=sys.stdout)
+    datasets.utils.logging.set_verbosity(logging.WARNING)
+    transformers.utils.logging.set_verbosity(logging.WARNING)
+
+
+def _resume_arg(value: str | None) -> str | bool | None:
+    if value is None:
+        return None
+    return True if value.lower() in ("true", "last", "latest") else value
+
+
+def run(argv: Sequence[str]) -> dict:
+    model_args, data_args, loss_args, training_args = parse_config(ARG_GROUPS, argv)
+    _setup_logging(training_args)
+    set_seed(training_args.seed)
+    t_start = time.perf_counter()
+
+    model_path = resolve_model_path(model_args.model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model_args.tokenizer_name or model_path))
+    encoder = load_encoder(model_path, model_args.init_from_config, model_args.overrides())
+    model = SimCSEModel(encoder, pooler=model_args.pooler, mlp_only_train=model_args.mlp_only_train)
+
+    stats = TextStats()
+    with training_args.main_process_first(desc="reading and tokenising the training text"):
+        sentences = load_training_sentences(data_args, stats)
+        ids = tokenize_sentences(tokenizer, sentences, data_args.max_seq_length, stats)
+    logger.info(
+        "training text: %d sentences from %s; %d blank lines skipped; %d truncated to %d tokens",
+        len(ids),
+        ", ".join(stats.files),
+        stats.blank_lines_skipped,
+        stats.truncated,
+        data_args.max_seq_length,
+    )
+    train_dataset = datasets.Dataset.from_dict({"input_ids": ids})
+    sts_dev = load_stsb(data_args, "dev")
+    sts_test = load_stsb(data_args, "test") if data_args.eval_test_at_end else None
+    loss = loss_args.build("simcse")
+
+    groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": training_args}
+    if training_args.should_save:
+        save_run_info(training_args.output_dir, groups, {"text": stats.to_dict()})
+
+    trainer = SimCSETrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        data_collator=SimCSECollator(tokenizer),
+        processing_class=tokenizer,
+        eval_dataset=sts_dev.subsets[0].to_dataset(),
+        loss=loss,
+        mask_duplicates=loss_args.mask_duplicates,
+        eval_batch_size=data_args.eval_batch_size,
+    )
+
+    def score(task: STSTask) -> float:
+        enc = SimCSEEncoder(
+            model,
+            tokenizer,
+            data_args.eval_batch_size,
+            None,
+            training_args.device,
+            show_progress_bar=trainer.is_world_process_zero(),
+        )
+        return evaluate_sts(enc, task).main
+
+    results: dict = {"before": {}, "after": {}}
+    if data_args.eval_before_training:
+        results["before"]["stsb_dev"] = score(sts_dev)
+        if sts_test is not None:
+            results["before"]["stsb_test"] = score(sts_test)
+
+    t_train = time.perf_counter()
+    train_out = trainer.train(resume_from_checkpoint=_resume_arg(training_args.resume_from_checkpoint))
+    train_seconds = time.perf_counter() - t_train
+
+    # load_best_model_at_end has put the best checkpoint's weights into `model`.
+    results["after"]["stsb_dev"] = score(sts_dev)
+    if sts_test is not None:
+        results["after"]["stsb_test"] = score(sts_test)
+    lam = [e["lambda_mean"] for e in trainer.state.log_history if "lambda_mean" in e]
+    results.update(
+        steps=trainer.state.global_step,
+        world_size=training_args.world_size,
+        best_checkpoint=trainer.state.best_model_checkpoint,
+        best_dev_during_training=trainer.state.best_metric,
+        train_seconds=train_seconds,
+        train_loss=train_out.training_loss,
+        mean_lambda=sum(lam) / len(lam) if lam else None,
+        text=stats.to_dict(),
+        loss=loss.get_config_dict() | {"name": loss_args.loss},
+        model=model_args.model_name_or_path,
+        pooler=model_args.pooler,
+        inference_pooler=model.inference_pooler,
+    )
+
+    model_dir = Path(training_args.output_dir) / "model"
+    if trainer.is_world_process_zero():
+        card = render_model_card(
+            base_model=model_args.model_name_or_path,
+            from_config=model_args.init_from_config,
+            data_desc=f"{len(ids):,} sentences from {', '.join(stats.files)} ({stats.truncated} truncated)",
+            loss_name="WEINCE" if loss_args.loss == "weince" else "InfoNCE",
+            loss_config=loss.get_config_dict(),
+            citation=loss.citation,
+            steps=trainer.state.global_step,
+            batch=training_args.per_device_train_batch_size,
+            processes=training_args.world_size,
+            lr=training_args.learning_rate,
+            max_len=data_args.max_seq_length,
+            precision="fp16" if training_args.fp16 else "bf16" if training_args.bf16 else "fp32",
+            pooler=model_args.pooler,
+            inference_pooler=model.inference_pooler,
+            eval_steps=training_args.eval_steps,
+            scores={f"STS-B {k.split('_')[1]}": v for k, v in results["after"].items()},
+            usage_path=training_args.hub_model_id or str(model_dir),
+            note=data_args.model_card_note,
+        )
+        export_sentence_transformer(model, tokenizer, model_dir, card=card)
+        results["model_dir"] = str(model_dir)
+        results["total_seconds"] = time.perf_counter() - t_start
+        (Path(training_args.output_dir) / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        print_summary(results)
+        if training_args.push_final_model:
+            try:
+                url = push_folder(
+                    model_dir,
+                    training_args.hub_model_id,
+                    private=bool(training_args.hub_private_repo),
+                    token=training_args.hub_token,
+                )
+                logger.info("pushed %s to %s", model_dir, url)
+                results["hub_url"] = url
+            except HubPushError as err:
+                logger.error("%s", err)
+                results["hub_error"] = str(err)
+    return results
+
+
+def print_summary(results: dict) -> None:
+    before, after = results["before"], results["after"]
+    lam = results.get("mean_lambda")
+    lines = [
+        "",
+        f"SimCSE run: {results['model']} ({results['loss']['name']}), pooler {results['inference_pooler']}",
+        f"{'':<16}{'before':>10}{'after':>10}",
+    ]
+    for key, label in (("stsb_dev", "STS-B dev"), ("stsb_test", "STS-B test")):
+        if key in after:
+            b = f"{before[key]:.2f}" if key in before else "-"
+            lines.append(f"{label:<16}{b:>10}{after[key]:>10.2f}")
+    lines += [
+        f"steps {results['steps']}, training wall time {results['train_seconds']:.0f} s, mean lambda {lam:.3f}"
+        if lam is not None
+        else f"steps {results['steps']}, training wall time {results['train_seconds']:.0f} s",
+        f"model folder: {results.get('model_dir')}",
+        "(Spearman x 100 of cosine similarity; 'after' is the checkpoint with the best STS-B dev score.)",
+    ]
+    print("\n".join(lines))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    results = run(sys.argv[1:] if argv is None else argv)
+    return 1 if "hub_error" in results else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    raise SystemExit(main())

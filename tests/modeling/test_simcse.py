@@ -1,0 +1,94 @@
+"""SimCSE model: poolers, the single 2B-row forward, and SentenceTransformer export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from simcse_weince.encoding import SentenceTransformerEncoder, SimCSEEncoder
+from simcse_weince.modeling import SimCSEModel, inference_pooler_for, load_encoder, pool
+from simcse_weince.modeling.export import export_sentence_transformer
+
+SENTENCES = [
+    "a man is playing a guitar .",
+    "the cat sleeps",
+    "stocks fell sharply on monday after the report , and analysts said the decline could last for weeks "
+    "because the central bank had signalled that it would keep interest rates higher for longer than expected .",
+]
+
+
+def _batch(tok, sentences=SENTENCES):
+    return tok(sentences, padding=True, return_tensors="pt")
+
+
+def test_poolers_closed_form() -> None:
+    h = torch.arange(2 * 3 * 2, dtype=torch.float).reshape(2, 3, 2)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    torch.testing.assert_close(pool("cls_before_pooler", h, mask), h[:, 0])
+    torch.testing.assert_close(pool("avg", h, mask)[0], (h[0, 0] + h[0, 1]) / 2)
+    torch.testing.assert_close(pool("avg", h, mask)[1], h[1].mean(0))
+    states = (h * 0, h * 2, h * 5, h)  # embeddings, layer 1, layer 2, last
+    torch.testing.assert_close(pool("avg_first_last", h, mask, states), pool("avg", (2 * h + h) / 2, mask))
+    with pytest.raises(ValueError, match="pooler must be"):
+        pool("max", h, mask)
+    with pytest.raises(ValueError, match="hidden_states"):
+        pool("avg_first_last", h, mask)
+
+
+def test_inference_pooler() -> None:
+    assert inference_pooler_for("cls", True) == "cls_before_pooler"
+    assert inference_pooler_for("cls", False) == "cls"
+    assert inference_pooler_for("avg", True) == "avg"
+
+
+def test_one_forward_of_two_b_rows_and_dropout_views(tiny_bert_dir: Path) -> None:
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = SimCSEModel(load_encoder(str(tiny_bert_dir), from_config=True), pooler="cls").train()
+    calls: list[int] = []
+    model.encoder.register_forward_hook(lambda m, args, kwargs_out: calls.append(1), with_kwargs=False)
+    seen: list[int] = []
+    model.encoder.embeddings.register_forward_hook(lambda m, i, o: seen.append(o.shape[0]))
+    out = model(**_batch(tok))
+    assert len(calls) == 1 and seen == [6]  # ONE forward of 2B rows
+    assert out["anchors"].shape == out["positives"].shape == (3, 32)
+    assert not torch.allclose(out["anchors"], out["positives"])  # dropout makes two views
+    model.eval()
+    out = model(**_batch(tok))
+    torch.testing.assert_close(out["anchors"], out["positives"])
+
+
+def test_task_pooler_is_frozen(tiny_bert_dir: Path) -> None:
+    enc = load_encoder(str(tiny_bert_dir), from_config=True)
+    assert all(not p.requires_grad for p in enc.pooler.parameters())
+    assert all(p.requires_grad for p in enc.encoder.parameters())
+
+
+@pytest.mark.parametrize(
+    ("pooler", "mlp_only_train"), [("cls", True), ("cls", False), ("avg", True), ("avg_first_last", True)]
+)
+def test_export_loads_with_sentence_transformers(
+    tiny_bert_dir: Path, tmp_path: Path, pooler: str, mlp_only_train: bool
+) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    torch.manual_seed(1)
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = SimCSEModel(load_encoder(str(tiny_bert_dir), from_config=True), pooler, mlp_only_train)
+    with torch.no_grad():  # make the MLP far from identity so that dropping it would show
+        if model.mlp is not None:
+            model.mlp[0].weight.normal_(0, 1.0)
+    ours = SimCSEEncoder(model, tok, batch_size=2).encode(SENTENCES)
+    folder = export_sentence_transformer(model, tok, tmp_path / "st", card="# card\n")
+    st = SentenceTransformer(str(folder), device="cpu")
+    theirs = SentenceTransformerEncoder(st).encode(SENTENCES)
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-5)
+    assert (folder / "README.md").read_text() == "# card\n"
+    # The MLP-free encoder would give different vectors for the 'cls' (MLP at inference) case.
+    if pooler == "cls" and not mlp_only_train:
+        plain = SimCSEEncoder(SimCSEModel(model.encoder, "cls_before_pooler"), tok).encode(SENTENCES)
+        assert not np.allclose(plain, ours, atol=1e-3)

@@ -1,0 +1,75 @@
+"""Reading, tokenising and collating the training text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from simcse_weince.data import SimCSECollator, TextStats, read_sentences, sentence_key, tokenize_sentences
+
+
+def test_blank_lines_skipped_and_counted(tmp_path: Path) -> None:
+    f = tmp_path / "a.txt"
+    f.write_text("first sentence\n\n   \nsecond one\n", encoding="utf-8")
+    stats = TextStats()
+    assert read_sentences(f, stats=stats) == ["first sentence", "second one"]
+    assert stats.blank_lines_skipped == 2 and stats.sentences == 2 and stats.files == [str(f)]
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path: Path) -> None:
+    f = tmp_path / "bad.txt"
+    f.write_bytes(b"ok line\nanother\nbroken \xff\xfe here\n")
+    with pytest.raises(ValueError, match=r"bad\.txt:3: invalid UTF-8"):
+        read_sentences(f)
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n  \n"])
+def test_empty_file_is_an_error(tmp_path: Path, content: bytes) -> None:
+    f = tmp_path / "empty.txt"
+    f.write_bytes(content)
+    with pytest.raises(ValueError, match=r"empty\.txt: no sentences"):
+        read_sentences(f)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"nope\.txt"):
+        read_sentences(tmp_path / "nope.txt")
+
+
+def test_unterminated_last_line_dropped_on_request(tmp_path: Path) -> None:
+    f = tmp_path / "cut.txt"
+    f.write_bytes("complete one\ncomplete two\ncut in the mid\xc3".encode("latin-1")[:-1] + b"\xc3")
+    with pytest.raises(ValueError, match=r"cut\.txt:3"):
+        read_sentences(f)
+    stats = TextStats()
+    assert read_sentences(f, drop_unterminated_last_line=True, stats=stats) == ["complete one", "complete two"]
+    assert stats.unterminated_lines_dropped == 1
+
+
+def test_real_wiki_sample(wiki_sample: Path) -> None:
+    stats = TextStats()
+    sentences = read_sentences(wiki_sample, drop_unterminated_last_line=True, stats=stats)
+    assert len(sentences) == 11_914 and stats.unterminated_lines_dropped == 1
+
+
+def test_truncation_counted(tiny_bert_dir: Path) -> None:
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    stats = TextStats()
+    long = " ".join(["word"] * 50)
+    ids = tokenize_sentences(tok, ["short one", long, "another short"], max_length=8, stats=stats)
+    assert stats.truncated == 1
+    assert [len(x) for x in ids] == [4, 8, 4]
+    assert ids[1][0] == tok.cls_token_id and ids[1][-1] == tok.sep_token_id
+
+
+def test_collator_pads_and_keys_duplicates(tiny_bert_dir: Path) -> None:
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    rows = [{"input_ids": tok(s)["input_ids"]} for s in ["a cat", "a dog sat down", "a cat"]]
+    batch = SimCSECollator(tok)(rows)
+    assert batch["input_ids"].shape == (3, 6)
+    assert batch["attention_mask"].sum(1).tolist() == [4, 6, 4]
+    keys = batch["sentence_key"].tolist()
+    assert keys[0] == keys[2] != keys[1]
+    assert sentence_key([1, 2, 3]) == sentence_key([1, 2, 3]) >= 0

@@ -1,0 +1,219 @@
+"""End-to-end SimCSE training on tiny models and real data slices: trainer hooks, best checkpoint,
+SentenceTransformer export, model card, Hub push failure, resume, and a 2-process accelerate run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoTokenizer, TrainerCallback
+
+from simcse_weince.encoding import SentenceTransformerEncoder, SimCSEEncoder
+from simcse_weince.modeling import SimCSEModel, load_encoder
+from simcse_weince.train import run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _args(tiny: Path, wiki: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "--model_name_or_path", str(tiny),
+        "--init_from_config", "true",
+        "--pooler", "cls",
+        "--train_files", str(wiki),
+        "--drop_unterminated_last_line", "true",
+        "--max_train_samples", "96",
+        "--max_seq_length", "16",
+        "--eval_max_pairs", "60",
+        "--per_device_train_batch_size", "16",
+        "--learning_rate", "1e-3",
+        "--max_steps", "4",
+        "--eval_steps", "2",
+        "--save_steps", "2",
+        "--logging_steps", "1",
+        "--min_tail_points", "10",
+        "--output_dir", str(out),
+        "--disable_tqdm", "true",
+        "--seed", "3",
+        *extra,
+    ]  # fmt: skip
+
+
+def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    dup = tmp_path / "dups.txt"  # half the sentences repeated: the duplicate mask must fire
+    lines = wiki_sample.read_text(encoding="utf-8").splitlines()[:40]
+    dup.write_text("\n".join(lines + lines) + "\n", encoding="utf-8")
+    results = run(_args(tiny_bert_dir, dup, out, "--report_to", "tensorboard"))
+
+    assert results["steps"] == 4
+    history = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())["log_history"]
+    train_logs = [e for e in history if "loss" in e]
+    evals = [e for e in history if "eval_stsb_spearman" in e]
+    assert len(train_logs) == 4 and len(evals) == 2
+    for e in train_logs:
+        assert {"lambda_mean", "lambda_frac_gt_half", "beta_mean", "duplicates_masked_per_step"} <= set(e)
+        assert 0 <= e["lambda_mean"] <= 1
+    assert sum(e["duplicates_masked_per_step"] for e in train_logs) > 0
+    # Best checkpoint by STS-B dev was kept and its score reproduced by the exported model.
+    best = max(e["eval_stsb_spearman"] for e in evals)
+    assert results["best_dev_during_training"] == pytest.approx(best)
+    assert results["after"]["stsb_dev"] == pytest.approx(best, abs=1e-4)
+    assert list((out / "runs").rglob("events.out.tfevents*")), "TensorBoard wrote no event file"
+
+    # Output folder: resolved config, results, a SentenceTransformer folder with its card.
+    info = (out / "run_config.yaml").read_text()
+    assert "git_revision" in info and "transformers" in info and "beta_mode: ols" in info
+    model_dir = out / "model"
+    card = (model_dir / "README.md").read_text()
+    for needle in ("WEINCE", "cls_before_pooler", "STS-B dev", "STS-B test", "4 steps", '"beta_mode": "ols"'):
+        assert needle in card, needle
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(model_dir), device="cpu")
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    enc = load_encoder(str(model_dir))
+    ours = SimCSEEncoder(SimCSEModel(enc, "cls_before_pooler"), tok).encode(lines[:8])
+    np.testing.assert_allclose(SentenceTransformerEncoder(st).encode(lines[:8]), ours, rtol=1e-5, atol=1e-5)
+    # The exported weights are the best checkpoint's encoder weights.
+    best_ckpt = load_file(Path(results["best_checkpoint"]) / "model.safetensors")
+    exported = load_file(model_dir / "model.safetensors")
+    name = "encoder.layer.0.attention.self.query.weight"
+    torch.testing.assert_close(exported[name], best_ckpt[f"encoder.{name}"])
+
+
+def test_push_to_hub_offline_fails_clearly_and_keeps_the_folder(
+    tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "run"
+    args = _args(tiny_bert_dir, wiki_sample, out, "--max_steps", "2", "--eval_test_at_end", "false",
+                 "--push_to_hub", "true", "--hub_model_id", "someone/simcse-test")  # fmt: skip
+    results = run(args)
+    assert "hub_error" in results
+    assert "someone/simcse-test" in results["hub_error"] and "local folder" in results["hub_error"]
+    assert (out / "model" / "model.safetensors").is_file() and (out / "model" / "modules.json").is_file()
+    assert (out / "results.json").is_file()
+
+
+class _Interrupt(Exception):
+    pass
+
+
+class _StopAt(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise _Interrupt
+
+
+def _recording_collator(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    from simcse_weince import data
+
+    seen: list[list[int]] = []
+    original = data.SimCSECollator.__call__
+
+    def call(self, rows):
+        batch = original(self, rows)
+        seen.append(batch["sentence_key"].tolist())
+        return batch
+
+    monkeypatch.setattr(data.SimCSECollator, "__call__", call)
+    return seen
+
+
+def test_resume_reaches_same_step_with_same_data_order(
+    tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from simcse_weince import trainer as trainer_mod
+
+    common = ("--max_steps", "6", "--eval_steps", "3", "--save_steps", "3", "--eval_test_at_end", "false",
+              "--save_total_limit", "3")  # fmt: skip
+    seen = _recording_collator(monkeypatch)
+    full = run(_args(tiny_bert_dir, wiki_sample, tmp_path / "full", *common))
+    full_order = list(seen)
+    assert full["steps"] == 6 and len(full_order) == 6
+
+    # Interrupted run: an exception right after step 4 (checkpoint-3 exists).
+    seen.clear()
+    original_init = trainer_mod.SimCSETrainer.__init__
+
+    def init_with_stop(self, *a, **k):
+        original_init(self, *a, **k)
+        self.add_callback(_StopAt(4))
+
+    monkeypatch.setattr(trainer_mod.SimCSETrainer, "__init__", init_with_stop)
+    with pytest.raises(_Interrupt):
+        run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common))
+    assert (tmp_path / "cut" / "checkpoint-3").is_dir() and not (tmp_path / "cut" / "model").exists()
+    monkeypatch.setattr(trainer_mod.SimCSETrainer, "__init__", original_init)
+
+    seen.clear()
+    resumed = run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common, "--resume_from_checkpoint", "last"))
+    assert resumed["steps"] == 6
+    assert seen == full_order[3:]  # steps 4..6 see exactly the batches of the uninterrupted run
+    a = load_file(tmp_path / "full" / "checkpoint-6" / "model.safetensors")
+    b = load_file(tmp_path / "cut" / "checkpoint-6" / "model.safetensors")
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-6)
+
+
+def _accelerate(n: int, args: list[str]) -> None:
+    # accelerate's --cpu flag starts ONE process (multi-CPU needs an MPI hostfile); --multi_gpu starts N
+    # processes through torchrun, and on a machine without CUDA the training arguments select CPU + gloo.
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(n),
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           str(REPO / "train_unsup.py"), *args]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError(f"accelerate launch failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+
+
+@pytest.mark.timeout(900)
+def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    """One SGD step on 2 gloo processes (batch 16 each, negatives gathered) equals one process with batch 32.
+
+    Dropout is off, the optimizer is plain SGD with lr 1 (weights after the step = weights − gradient), and
+    the data set is exactly the 32 sentences of that step, so the global batch is the same set in both runs.
+    """
+    tiny = tiny_bert_dir.parent / "tiny-nodropout"
+    if not tiny.exists():
+        shutil.copytree(tiny_bert_dir, tiny)
+        cfg = json.loads((tiny / "config.json").read_text())
+        cfg.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        (tiny / "config.json").write_text(json.dumps(cfg))
+
+    def args(out: Path, batch: int, *extra: str) -> list[str]:
+        return _args(tiny, wiki_sample, out, "--pooler", "avg", "--max_train_samples", "32",
+                     "--per_device_train_batch_size", str(batch), "--max_steps", "1", "--optim", "sgd",
+                     "--learning_rate", "1.0", "--lr_scheduler_type", "constant", "--max_grad_norm", "0",
+                     "--weight_decay", "0", "--eval_strategy", "no", "--save_strategy", "no",
+                     "--load_best_model_at_end", "false", "--eval_test_at_end", "false", *extra)  # fmt: skip
+
+    single = run(args(tmp_path / "one", 32))
+    _accelerate(2, args(tmp_path / "two", 16))
+    _accelerate(2, args(tmp_path / "two_local", 16, "--gather_across_devices", "false"))
+
+    two = json.loads((tmp_path / "two" / "results.json").read_text())
+    assert (single["world_size"], two["world_size"], two["steps"]) == (1, 2, 1)
+    assert two["train_loss"] == pytest.approx(single["train_loss"], rel=1e-5)
+    w1 = load_file(tmp_path / "one" / "model" / "model.safetensors")
+    w2 = load_file(tmp_path / "two" / "model" / "model.safetensors")
+    w_local = load_file(tmp_path / "two_local" / "model" / "model.safetensors")
+    assert set(w1) == set(w2)
+    for k in w1:
+        torch.testing.assert_close(w2[k], w1[k], rtol=1e-4, atol=1e-6)
+    # Control: without gathering, each process sees only 15 negatives and the step differs.
+    key = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.allclose(w_local[key], w1[key], rtol=1e-4, atol=1e-6)
