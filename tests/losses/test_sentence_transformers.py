@@ -1,0 +1,85 @@
+"""The sentence-transformers loss adapter: one real training step with SentenceTransformerTrainer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset
+
+from simcse_weince.losses import InfoNCELoss, WeinceLoss
+from simcse_weince.losses.sentence_transformers import SentenceTransformerContrastiveLoss, token_row_keys
+
+
+def _tiny_st(tiny_bert_dir: Path):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from transformers import AutoConfig, AutoModel
+
+    folder = tiny_bert_dir.parent / "tiny-st-weights"
+    if not folder.exists():  # random weights saved once, so Transformer() can load them
+        torch.manual_seed(0)
+        AutoModel.from_config(AutoConfig.from_pretrained(tiny_bert_dir)).save_pretrained(folder)
+        from transformers import AutoTokenizer
+
+        AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(folder)
+    t = Transformer(str(folder), max_seq_length=32)
+    return SentenceTransformer(modules=[t, Pooling(32, pooling_mode="cls")], device="cpu")
+
+
+def test_row_keys_ignore_padding() -> None:
+    ids = torch.tensor([[101, 7, 8, 102, 0, 0], [101, 7, 8, 102, 0, 0], [101, 7, 9, 102, 0, 0]])
+    mask = (ids != 0).long()
+    k = token_row_keys(ids, mask)
+    k_short = token_row_keys(ids[:, :4], mask[:, :4])
+    assert k[0] == k[1] != k[2]
+    torch.testing.assert_close(k, k_short)
+
+
+def test_one_training_step_with_sentence_transformer_trainer(tiny_bert_dir: Path, wiki_sample: Path, tmp_path) -> None:
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    model = _tiny_st(tiny_bert_dir)
+    lines = wiki_sample.read_text(encoding="utf-8").splitlines()[:16]
+    ds = Dataset.from_dict({"anchor": lines, "positive": lines})
+    loss = SentenceTransformerContrastiveLoss(model, temperature=0.05, min_tail_points=10)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=16, max_steps=1, learning_rate=1e-2,
+        report_to="none", save_strategy="no", disable_tqdm=True,
+    )  # fmt: skip
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss)
+    out = trainer.train()
+    assert out.global_step == 1 and torch.isfinite(torch.tensor(out.training_loss))
+    changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    assert changed, "the step did not update any weight"
+    assert 0 <= float(loss.loss.last_diagnostics["lambda_mean"]) <= 1
+    cfg = loss.get_config_dict()
+    assert cfg["loss"] == "WeinceLoss" and cfg["beta_mode"] == "ols"
+    assert "2606.00262" in loss.citation
+
+
+def test_adapter_matches_embedding_level_loss(tiny_bert_dir: Path) -> None:
+    model = _tiny_st(tiny_bert_dir).eval()  # no dropout: both columns give identical embeddings
+    sentences = ["a cat sat", "dogs bark loudly", "a cat sat", "rain is falling", "the market rose"]
+    feats = [model.preprocess(sentences), model.preprocess(sentences)]
+    adapter = SentenceTransformerContrastiveLoss(model, loss=InfoNCELoss(0.1))
+    value = adapter(feats, None)
+    emb = model.encode(sentences, convert_to_tensor=True)
+    mask = torch.zeros(5, 5, dtype=torch.bool)
+    mask[0, 2] = mask[2, 0] = True  # the duplicate pair
+    expected = InfoNCELoss(0.1)(emb, emb, negative_mask=mask)
+    torch.testing.assert_close(value, expected, rtol=1e-5, atol=1e-6)
+    unmasked = SentenceTransformerContrastiveLoss(model, loss=InfoNCELoss(0.1), mask_duplicates=False)(feats, None)
+    assert not torch.allclose(unmasked, value)
+
+
+def test_adapter_rejects_bad_inputs(tiny_bert_dir: Path) -> None:
+    model = _tiny_st(tiny_bert_dir)
+    with pytest.raises(ValueError, match="2 text columns"):
+        SentenceTransformerContrastiveLoss(model)([model.preprocess(["a"])], None)
+    with pytest.raises(ValueError, match="layout"):
+        SentenceTransformerContrastiveLoss(model, loss=WeinceLoss(layout="ntxent"))
+    with pytest.raises(ValueError, match="either"):
+        SentenceTransformerContrastiveLoss(model, loss=InfoNCELoss(), q=0.3)
