@@ -120,8 +120,9 @@ def load_encoder_from_path(
 ) -> Encoder:
     """An :class:`Encoder` for any checkpoint.
 
-    * a ``SentenceTransformer`` folder (``modules.json``), e.g. a finished SimCSE training run: loaded with
-      ``SentenceTransformer`` unless ``pooler`` asks for a different pooling of its transformer;
+    * a SimCSE training output folder (its exported ``model/`` subfolder is used);
+    * a ``SentenceTransformer`` folder (``modules.json``): loaded with ``SentenceTransformer`` unless
+      ``pooler`` asks for a different pooling of its transformer;
     * any other Hugging Face encoder (folder or Hub name): ``AutoModel`` with ``pooler`` (default
       ``cls_before_pooler``, the unsupervised SimCSE inference pooler).
     """
@@ -131,6 +132,8 @@ def load_encoder_from_path(
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = Path(name_or_path)
+    if (path / "model" / "modules.json").is_file():  # a SimCSE training output folder
+        path = path / "model"
     if (path / "modules.json").is_file() and pooler is None:
         from sentence_transformers import SentenceTransformer
 

@@ -1,0 +1,153 @@
+"""Run a set of STS and transfer tasks on one encoder and format the SimCSE-paper-style tables."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simcse_weince.encoding import Encoder
+from simcse_weince.evaluation.sts import STSResult, evaluate_sts
+from simcse_weince.evaluation.sts_data import STS_YEARS, load_sts_task
+from simcse_weince.evaluation.transfer import TransferResult, evaluate_transfer
+from simcse_weince.evaluation.transfer_data import TRANSFER_TASKS, load_transfer_task
+
+logger = logging.getLogger(__name__)
+
+STS_TASKS: tuple[str, ...] = (*STS_YEARS, "STSBenchmark", "SICKRelatedness")
+STS_SHORT = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+ALIASES = {"STSB": "STSBenchmark", "STS-B": "STSBenchmark", "SICKR": "SICKRelatedness", "SICK-R": "SICKRelatedness",
+           "SST": "SST2", "SST-2": "SST2"}  # fmt: skip
+MODES = ("dev", "test", "fast")
+
+
+def resolve_tasks(spec: str | Sequence[str]) -> tuple[list[str], list[str]]:
+    """``sts`` | ``transfer`` | ``all`` | comma-separated names -> (STS tasks, transfer tasks)."""
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    sts, transfer = [], []
+    for raw in names:
+        name = raw.strip()
+        if name.lower() in ("sts", "all"):
+            sts += [t for t in STS_TASKS if t not in sts]
+        if name.lower() in ("transfer", "all"):
+            transfer += [t for t in TRANSFER_TASKS if t not in transfer]
+        if name.lower() in ("sts", "transfer", "all"):
+            continue
+        name = ALIASES.get(name.upper(), ALIASES.get(name, name))
+        if name in STS_TASKS:
+            sts.append(name) if name not in sts else None
+        elif name in TRANSFER_TASKS:
+            transfer.append(name) if name not in transfer else None
+        else:
+            raise ValueError(f"unknown task {raw!r}; expected sts, transfer, all or names from "
+                             f"{[*STS_TASKS, *TRANSFER_TASKS]}")  # fmt: skip
+    return sts, transfer
+
+
+class CachingEncoder:
+    """Remembers every sentence's embedding so that tasks sharing sentences encode them once."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+        self.cache: dict[str, np.ndarray] = {}
+        self.encode_seconds = 0.0
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(s for s in sentences if s not in self.cache))
+        if missing:
+            t0 = time.perf_counter()
+            emb = self.encoder.encode(missing)
+            self.encode_seconds += time.perf_counter() - t0
+            self.cache.update(zip(missing, emb, strict=True))
+        return np.stack([self.cache[s] for s in sentences]) if sentences else np.zeros((0, 0), np.float32)
+
+
+@dataclass
+class EvaluationReport:
+    model: str
+    mode: str
+    sts: dict[str, STSResult] = field(default_factory=dict)
+    transfer: dict[str, TransferResult] = field(default_factory=dict)
+    seconds: float = 0.0
+    encode_seconds: float = 0.0
+
+    def sts_scores(self) -> dict[str, float]:
+        return {STS_SHORT.get(k, k): v.main for k, v in self.sts.items()}
+
+    def transfer_scores(self) -> dict[str, float]:
+        key = "dev_acc" if self.mode == "dev" else "test_acc"
+        return {k: getattr(v, key) for k, v in self.transfer.items()}
+
+    def to_dict(self) -> dict:
+        sts, tr = self.sts_scores(), self.transfer_scores()
+        return {
+            "model": self.model,
+            "mode": self.mode,
+            "sts": {k: v.to_dict() for k, v in self.sts.items()},
+            "transfer": {k: v.to_dict() for k, v in self.transfer.items()},
+            "sts_avg": float(np.mean(list(sts.values()))) if sts else None,
+            "transfer_avg": float(np.mean(list(tr.values()))) if tr else None,
+            "seconds": self.seconds,
+            "encode_seconds": self.encode_seconds,
+        }
+
+    def markdown(self) -> str:
+        parts = [f"Model: `{self.model}` · mode: {self.mode} · wall time {self.seconds:.1f} s "
+                 f"(encoding {self.encode_seconds:.1f} s)", ""]  # fmt: skip
+        for title, scores in (("STS (Spearman × 100, \"all\")", self.sts_scores()),
+                              ("Transfer (accuracy)", self.transfer_scores())):  # fmt: skip
+            if not scores:
+                continue
+            cols = [*scores, "Avg."]
+            vals = [*scores.values(), float(np.mean(list(scores.values())))]
+            parts += [f"**{title}**", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
+                      "| " + " | ".join(f"{v:.2f}" for v in vals) + " |", ""]  # fmt: skip
+        return "\n".join(parts)
+
+
+def run_evaluation(
+    encoder: Encoder,
+    model_name: str,
+    tasks: str | Sequence[str] = "all",
+    mode: str = "test",
+    data_dir: Path | None = None,
+    seed: int = 1111,
+) -> EvaluationReport:
+    """Evaluate ``encoder`` on the tasks; ``mode`` = dev (STS-B/SICK-R dev, transfer dev accuracy),
+    test (everything, 10-fold), fast (everything, 5-fold, fewer solver iterations)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    sts_names, transfer_names = resolve_tasks(tasks)
+    if mode == "dev":
+        sts_names = [t for t in sts_names if t in ("STSBenchmark", "SICKRelatedness")]
+    cached = CachingEncoder(encoder)
+    report = EvaluationReport(model_name, mode)
+    t0 = time.perf_counter()
+    for name in sts_names:
+        task = load_sts_task(name, data_dir, "dev" if mode == "dev" else "test")
+        report.sts[name] = res = evaluate_sts(cached, task)
+        skipped = f", {res.skipped} unscored pairs skipped" if res.skipped else ""
+        logger.info("%s: Spearman %.2f on %d pairs%s", name, res.main, res.num_pairs, skipped)
+    k, max_iter = (5, 200) if mode == "fast" else (10, 1000)
+    for name in transfer_names:
+        task = load_transfer_task(name, data_dir)
+        if task.empty_sentences:
+            logger.info("%s: %d blank lines kept as empty sentences (SentEval's behaviour)", name, task.empty_sentences)
+        report.transfer[name] = evaluate_transfer(cached, task, k=k, seed=seed, max_iter=max_iter, log=logger.info)
+    report.seconds = time.perf_counter() - t0
+    report.encode_seconds = cached.encode_seconds
+    return report
+
+
+def write_report(report: EvaluationReport, output_dir: str | Path) -> tuple[Path, Path]:
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    js, md = out / f"eval_{report.mode}.json", out / f"eval_{report.mode}.md"
+    js.write_text(json.dumps(report.to_dict(), indent=2))
+    md.write_text(report.markdown() + "\n")
+    return js, md

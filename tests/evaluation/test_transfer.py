@@ -1,0 +1,116 @@
+"""Transfer loaders (sizes, bad rows), the classifier protocol, and the task runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.model_selection import StratifiedKFold
+
+from simcse_weince.evaluation.runner import CachingEncoder, resolve_tasks
+from simcse_weince.evaluation.transfer import cv_protocol, evaluate_transfer, pair_features, select_c
+from simcse_weince.evaluation.transfer_data import Split, TransferTask, load_transfer_task
+
+
+@pytest.fixture(scope="module")
+def senteval(shared_data: Path) -> Path:
+    return shared_data / "senteval" / "downstream"
+
+
+@pytest.mark.parametrize(
+    ("name", "sizes"),
+    [("MR", {"all": 10662}), ("CR", {"all": 3775}), ("SUBJ", {"all": 10000}), ("MPQA", {"all": 10606}),
+     ("SST2", {"train": 67349, "dev": 872, "test": 1821}), ("TREC", {"train": 5452, "test": 500}),
+     ("MRPC", {"train": 4076, "test": 1725})],
+)  # fmt: skip
+def test_task_sizes(senteval: Path, name: str, sizes: dict[str, int]) -> None:
+    task = load_transfer_task(name, senteval)
+    assert {k: len(v) for k, v in task.splits.items()} == sizes
+    assert task.empty_sentences == {"CR": 4, "MPQA": 3}.get(name, 0)
+    labels = np.concatenate([s.labels for s in task.splits.values()])
+    assert set(np.unique(labels)) == set(range(task.num_classes))
+
+
+def test_bad_rows_name_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "TREC").mkdir()
+    (tmp_path / "TREC" / "train_5500.label").write_text("NUM:dist How far ?\nWHAT:x odd label\n")
+    (tmp_path / "TREC" / "TREC_10.label").write_text("NUM:dist How far ?\n")
+    with pytest.raises(ValueError, match=r"train_5500\.label:2: expected 'COARSE:fine question'"):
+        load_transfer_task("TREC", tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"rt-polarity\.pos"):
+        load_transfer_task("MR", tmp_path)
+    with pytest.raises(FileNotFoundError, match="no SentEval data folder"):
+        load_transfer_task("MR", None)
+
+
+def _blobs(n: int, d: int, classes: int, sep: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % classes
+    centers = rng.normal(size=(classes, d)) * sep
+    return centers[y] + rng.normal(size=(n, d)), y
+
+
+def test_classifier_on_separable_data() -> None:
+    x, y = _blobs(200, 5, 2, sep=10.0)
+    dev, test, chosen = cv_protocol(x, y, k=5, seed=1)
+    assert dev == pytest.approx(100.0) and test == pytest.approx(100.0) and len(chosen) == 5
+    x, y = _blobs(200, 5, 2, sep=0.0)  # no signal: chance level, so the check above can fail
+    assert cv_protocol(x, y, k=5, seed=1)[1] < 70
+
+
+def test_fold_logic_counts() -> None:
+    y = np.array([0] * 30 + [1] * 20)
+    folds = list(StratifiedKFold(n_splits=10, shuffle=True, random_state=1111).split(np.zeros(50), y))
+    tests = np.concatenate([te for _, te in folds])
+    assert sorted(tests.tolist()) == list(range(50))  # every sample is tested exactly once
+    assert all(len(te) == 5 and y[te].sum() == 2 for _, te in folds)  # stratified: 3:2 in each fold
+    x, yy = _blobs(60, 3, 2, sep=10.0)
+    c, acc = select_c(x, yy, k=3, seed=0)
+    assert c == 0.25 and acc == pytest.approx(1.0)  # ties go to the smallest penalty on the grid
+
+
+class _Lookup:
+    """A fake encoder: fixed vectors per sentence."""
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table = table
+        self.calls = 0
+
+    def encode(self, sentences):
+        self.calls += 1
+        return np.stack([self.table[s] for s in sentences]).astype(np.float32)
+
+
+def test_evaluate_transfer_protocols() -> None:
+    x, y = _blobs(120, 4, 3, sep=8.0)
+    names = [f"s{i}" for i in range(120)]
+    enc = _Lookup(dict(zip(names, x, strict=True)))
+    test_task = TransferTask("T", "test", {"train": Split(names[:80], y[:80]), "test": Split(names[80:], y[80:])}, 3)
+    res = evaluate_transfer(enc, test_task, k=4)
+    assert res.test_acc == pytest.approx(100.0) and res.test_f1 is None and (res.num_train, res.num_test) == (80, 40)
+    dev_task = TransferTask("D", "dev", {"train": Split(names[:60], y[:60]), "dev": Split(names[60:90], y[60:90]),
+                                         "test": Split(names[90:], y[90:])}, 3)  # fmt: skip
+    assert evaluate_transfer(enc, dev_task).test_acc == pytest.approx(100.0)
+    pair_task = TransferTask("P", "test", {"train": Split(names[:60], (y[:60] == 0).astype(int), names[60:120]),
+                                           "test": Split(names[:30], (y[:30] == 0).astype(int), names[30:60])}, 2)  # fmt: skip
+    res = evaluate_transfer(enc, pair_task, k=3)
+    assert res.test_f1 is not None and 0 <= res.test_f1 <= 100
+
+
+def test_pair_features() -> None:
+    u, v = np.array([[1.0, -2.0]]), np.array([[3.0, 1.0]])
+    np.testing.assert_allclose(pair_features(u, v), [[2.0, 3.0, 3.0, -2.0]])
+
+
+def test_resolve_tasks_and_cache() -> None:
+    assert resolve_tasks("sts")[0][-2:] == ["STSBenchmark", "SICKRelatedness"] and resolve_tasks("sts")[1] == []
+    assert resolve_tasks("all")[1] == ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
+    assert resolve_tasks("STSB,sick-r,SST-2,TREC") == (["STSBenchmark", "SICKRelatedness"], ["SST2", "TREC"])
+    with pytest.raises(ValueError, match="unknown task 'STS17'"):
+        resolve_tasks("STS17")
+    inner = _Lookup({"a": np.ones(2), "b": np.zeros(2)})
+    cache = CachingEncoder(inner)
+    cache.encode(["a", "b", "a"])
+    out = cache.encode(["b", "a"])
+    assert inner.calls == 1 and out.tolist() == [[0, 0], [1, 1]]
