@@ -1,7 +1,7 @@
 """Evaluate a sentence encoder on STS and SentEval transfer tasks.
 
-    python evaluate_sts.py --model outputs/quickstart --tasks sts --mode test
-    python evaluate_sts.py --model sentence-transformers/all-MiniLM-L6-v2 --tasks all
+python evaluate_sts.py --model outputs/quickstart --tasks sts --mode test
+python evaluate_sts.py --model sentence-transformers/all-MiniLM-L6-v2 --tasks all
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simcse_weince.encoding import load_encoder_from_path
-from simcse_weince.evaluation.runner import MODES, run_evaluation, write_report
+from simcse_weince.evaluation.runner import MODES, resolve_tasks, run_evaluation, write_report
 from simcse_weince.modeling.poolers import POOLERS
 from simcse_weince.paths import resolve_data_path, resolve_model_path, senteval_root
 
@@ -41,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         stream=sys.stdout)  # fmt: skip
+    resolve_tasks(args.tasks)  # a misspelt task fails before the model is loaded
     model_path = resolve_model_path(args.model)
     encoder = load_encoder_from_path(model_path, pooler=args.pooler, batch_size=args.batch_size,
                                      max_length=args.max_length, device=args.device,

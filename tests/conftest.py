@@ -60,3 +60,16 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def wiki_sample(shared_data) -> Path:
     return shared_data / "wiki1m_sample" / "wiki1m_for_simcse.head1280000bytes.txt"
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_weights_dir(tiny_bert_dir: Path, tmp_path_factory) -> Path:
+    """The tiny BERT with seeded random weights saved, loadable by ``from_pretrained``."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-bert-weights")
+    torch.manual_seed(0)
+    AutoModel.from_config(AutoConfig.from_pretrained(tiny_bert_dir)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(folder)
+    return folder

@@ -24,8 +24,6 @@ STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
 }
 SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
-HUB_STSB = "sentence-transformers/stsb"
-HUB_SICKR = "mteb/sickr-sts"
 
 
 @dataclass
@@ -155,33 +153,45 @@ def load_sickr(root: Path, split: str) -> STSTask:
     return STSTask("SICKRelatedness", [STSSubset(split, s1, s2, sc)])
 
 
-def load_stsb_hub(split: str) -> STSTask:  # pragma: no cover - needs the network
-    """STS-B from the Hub (``sentence-transformers/stsb``, scores in [0, 1]) for users without SentEval files."""
+# Hub copies (MTEB) of the STS test sets, for users without the SentEval files. They carry no subset
+# column, so a year is one subset there: "all" is the same pooled correlation, "mean"/"wmean" are not
+# available per subset.
+HUB_STS = {
+    "STS12": "mteb/sts12-sts",
+    "STS13": "mteb/sts13-sts",
+    "STS14": "mteb/sts14-sts",
+    "STS15": "mteb/sts15-sts",
+    "STS16": "mteb/sts16-sts",
+    "STSBenchmark": "mteb/stsbenchmark-sts",
+    "SICKRelatedness": "mteb/sickr-sts",
+}
+HUB_SPLITS = {"dev": "validation", "train": "train", "test": "test"}
+
+
+def load_sts_hub(name: str, split: str = "test") -> STSTask:
+    """An STS task from its Hugging Face Hub copy (``HUB_STS``); needs network access or a local HF cache."""
     from datasets import load_dataset
 
-    ds = load_dataset(HUB_STSB, split="validation" if split == "dev" else split)
-    return STSTask(
-        "STSBenchmark",
-        [
-            STSSubset(
-                split,
-                [_normalise(s) for s in ds["sentence1"]],
-                [_normalise(s) for s in ds["sentence2"]],
-                [float(x) for x in ds["score"]],
-            )
-        ],
+    if name not in HUB_STS:
+        raise ValueError(f"no Hub copy known for {name!r}; expected one of {sorted(HUB_STS)}")
+    ds = load_dataset(HUB_STS[name], split=HUB_SPLITS.get(split, split))
+    missing = {"sentence1", "sentence2", "score"} - set(ds.column_names)
+    if missing:
+        raise ValueError(f"Hub dataset {HUB_STS[name]} lacks columns {sorted(missing)}; has {ds.column_names}")
+    sub = STSSubset(
+        split,
+        [_normalise(s) for s in ds["sentence1"]],
+        [_normalise(s) for s in ds["sentence2"]],
+        [float(x) for x in ds["score"]],
     )
+    return STSTask(name, [sub])
 
 
 def load_sts_task(name: str, root: Path | None, split: str = "test") -> STSTask:
-    """Load STS12–16, ``STSBenchmark`` or ``SICKRelatedness`` from a SentEval folder (Hub fallback for STS-B)."""
-    if root is None:
-        if name == "STSBenchmark":
-            return load_stsb_hub(split)
-        raise FileNotFoundError(
-            f"no SentEval data folder configured for {name}: pass --data_dir, or set $SENTEVAL_DATA or "
-            "$SIMCSE_WEINCE_DATA (expected layout: <dir>/STS/STS12-en-test/..., <dir>/SICK/...)"
-        )
+    """Load STS12–16, ``STSBenchmark`` or ``SICKRelatedness`` from a SentEval folder, or from the Hub when
+    ``root`` is ``None``."""
+    if root is None:  # no local SentEval folder configured: the Hub copy
+        return load_sts_hub(name, split)
     if name in STS_YEARS:
         return load_sts_year(root, name)
     if name == "STSBenchmark":

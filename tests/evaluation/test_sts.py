@@ -113,3 +113,23 @@ def test_stsb_matches_sentence_transformers_evaluator(senteval: Path) -> None:
     assert ours.main / 100 == pytest.approx(theirs["spearman_cosine"], abs=1e-6)
     assert ours.pearson["all"] / 100 == pytest.approx(theirs["pearson_cosine"], abs=1e-6)
     assert 80 < ours.main < 84  # all-MiniLM-L6-v2 scores about 82 on STS-B test
+
+
+def test_hub_fallback_when_no_folder(monkeypatch) -> None:
+    """Without a SentEval folder the Hub copy is requested (mocked here: no network in tests)."""
+    import datasets
+
+    from simcse_weince.evaluation.sts_data import load_sts_task
+
+    calls = []
+
+    def fake_load(name, split):
+        calls.append((name, split))
+        return datasets.Dataset.from_dict({"sentence1": ["a  b"], "sentence2": ["c"], "score": [0.5]})
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    task = load_sts_task("SICKRelatedness", None, "dev")
+    assert calls == [("mteb/sickr-sts", "validation")]
+    assert task.subsets[0].sentences1 == ["a b"] and task.subsets[0].scores == [0.5]
+    load_sts_task("STS12", None)
+    assert calls[-1] == ("mteb/sts12-sts", "test")

@@ -12,18 +12,10 @@ from simcse_weince.losses import InfoNCELoss, WeinceLoss
 from simcse_weince.losses.sentence_transformers import SentenceTransformerContrastiveLoss, token_row_keys
 
 
-def _tiny_st(tiny_bert_dir: Path):
+def _tiny_st(folder: Path):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-    from transformers import AutoConfig, AutoModel
 
-    folder = tiny_bert_dir.parent / "tiny-st-weights"
-    if not folder.exists():  # random weights saved once, so Transformer() can load them
-        torch.manual_seed(0)
-        AutoModel.from_config(AutoConfig.from_pretrained(tiny_bert_dir)).save_pretrained(folder)
-        from transformers import AutoTokenizer
-
-        AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(folder)
     t = Transformer(str(folder), max_seq_length=32)
     return SentenceTransformer(modules=[t, Pooling(32, pooling_mode="cls")], device="cpu")
 
@@ -37,10 +29,12 @@ def test_row_keys_ignore_padding() -> None:
     torch.testing.assert_close(k, k_short)
 
 
-def test_one_training_step_with_sentence_transformer_trainer(tiny_bert_dir: Path, wiki_sample: Path, tmp_path) -> None:
+def test_one_training_step_with_sentence_transformer_trainer(
+    tiny_bert_weights_dir: Path, wiki_sample: Path, tmp_path
+) -> None:
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
-    model = _tiny_st(tiny_bert_dir)
+    model = _tiny_st(tiny_bert_weights_dir)
     lines = wiki_sample.read_text(encoding="utf-8").splitlines()[:16]
     ds = Dataset.from_dict({"anchor": lines, "positive": lines})
     loss = SentenceTransformerContrastiveLoss(model, temperature=0.05, min_tail_points=10)
@@ -60,8 +54,8 @@ def test_one_training_step_with_sentence_transformer_trainer(tiny_bert_dir: Path
     assert "2606.00262" in loss.citation
 
 
-def test_adapter_matches_embedding_level_loss(tiny_bert_dir: Path) -> None:
-    model = _tiny_st(tiny_bert_dir).eval()  # no dropout: both columns give identical embeddings
+def test_adapter_matches_embedding_level_loss(tiny_bert_weights_dir: Path) -> None:
+    model = _tiny_st(tiny_bert_weights_dir).eval()  # no dropout: both columns give identical embeddings
     sentences = ["a cat sat", "dogs bark loudly", "a cat sat", "rain is falling", "the market rose"]
     feats = [model.preprocess(sentences), model.preprocess(sentences)]
     adapter = SentenceTransformerContrastiveLoss(model, loss=InfoNCELoss(0.1))
@@ -75,8 +69,8 @@ def test_adapter_matches_embedding_level_loss(tiny_bert_dir: Path) -> None:
     assert not torch.allclose(unmasked, value)
 
 
-def test_adapter_rejects_bad_inputs(tiny_bert_dir: Path) -> None:
-    model = _tiny_st(tiny_bert_dir)
+def test_adapter_rejects_bad_inputs(tiny_bert_weights_dir: Path) -> None:
+    model = _tiny_st(tiny_bert_weights_dir)
     with pytest.raises(ValueError, match="2 text columns"):
         SentenceTransformerContrastiveLoss(model)([model.preprocess(["a"])], None)
     with pytest.raises(ValueError, match="layout"):

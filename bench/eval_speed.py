@@ -1,0 +1,68 @@
+"""Evaluation speed: the project's STS-B test evaluation vs sentence-transformers' EmbeddingSimilarityEvaluator,
+on the same model and pairs, plus the wall time of the full 7-task STS suite. Ratios measured in one run.
+
+    .venv/bin/python bench/eval_speed.py [--model sentence-transformers/all-MiniLM-L6-v2] [--repeats 3]
+
+Both sides start from a loaded model (loading is not timed), use float32 on the same device, and must
+agree on the Spearman correlation (printed). The project's evaluator encodes each unique sentence once,
+in length-sorted batches of 128, under no_grad; the sentence-transformers evaluator encodes both sides
+with its defaults (batch 16).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from simcse_weince.encoding import load_encoder_from_path
+from simcse_weince.evaluation.runner import run_evaluation
+from simcse_weince.evaluation.sts import evaluate_sts
+from simcse_weince.evaluation.sts_data import load_stsb
+from simcse_weince.paths import resolve_model_path, senteval_root
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--skip-suite", action="store_true", help="only the STS-B comparison")
+    args = ap.parse_args()
+
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    path = resolve_model_path(args.model)
+    root = senteval_root()
+    task = load_stsb(root, "test")
+    sub = task.subsets[0]
+    ours_enc = load_encoder_from_path(path, device="cpu")
+    st = SentenceTransformer(path, device="cpu")
+    st_eval = EmbeddingSimilarityEvaluator(sub.sentences1, sub.sentences2, sub.scores, write_csv=False)
+    print(f"model {args.model} · STS-B test {len(sub)} pairs · torch threads {torch.get_num_threads()}")
+
+    t_ours, t_st = [], []
+    for _ in range(args.repeats):  # interleaved so drift affects both alike
+        t0 = time.perf_counter()
+        ours = evaluate_sts(ours_enc, task)
+        t_ours.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        theirs = st_eval(st)
+        t_st.append(time.perf_counter() - t0)
+    mo, ms = statistics.median(t_ours), statistics.median(t_st)
+    print(f"  simcse-weince evaluate_sts   {mo:7.2f} s   Spearman {ours.main:.6f}")
+    print(f"  EmbeddingSimilarityEvaluator {ms:7.2f} s   Spearman {100 * theirs['spearman_cosine']:.6f}")
+    print(f"  speed-up (ST time / ours)    {ms / mo:7.2f}x  (target >= 1.5x)")
+
+    if not args.skip_suite:
+        t0 = time.perf_counter()
+        report = run_evaluation(load_encoder_from_path(path, device="cpu"), args.model, "sts", "test", root)
+        total = time.perf_counter() - t0
+        scores = " ".join(f"{k} {v:.2f}" for k, v in report.sts_scores().items())
+        print(f"\nfull STS suite (7 tasks, fresh encoder cache): {total:.1f} s (target <= 90 s)\n  {scores}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""evaluate_sts.py end to end on a tiny model: table, JSON and Markdown outputs, bad options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simcse_weince.evaluate import main
+
+
+def test_cli_on_plain_hf_encoder(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "ev"
+    rc = main(["--model", str(tiny_bert_weights_dir), "--pooler", "avg", "--tasks", "STSB,SICKR", "--mode", "dev",
+               "--data_dir", str(shared_data / "senteval" / "downstream"), "--output_dir", str(out),
+               "--no_progress"])  # fmt: skip
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "| STS-B | SICK-R | Avg. |" in printed
+    report = json.loads((out / "eval_dev.json").read_text())
+    assert report["sts"]["STSBenchmark"]["num_pairs"] == 1500 and report["sts"]["SICKRelatedness"]["num_pairs"] == 500
+    assert (out / "eval_dev.md").read_text().startswith("Model:")
+    assert report["seconds"] > 0
+
+
+def test_cli_rejects_bad_options(tiny_bert_weights_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(["--model", str(tiny_bert_weights_dir), "--mode", "full"])
+    with pytest.raises(ValueError, match="unknown task"):
+        main(
+            [
+                "--model",
+                str(tiny_bert_weights_dir),
+                "--pooler",
+                "avg",
+                "--tasks",
+                "STS17",
+                "--output_dir",
+                str(tmp_path),
+            ]
+        )
+    with pytest.raises(ValueError, match="needs the trained SimCSE MLP"):
+        main(["--model", str(tiny_bert_weights_dir), "--pooler", "cls", "--output_dir", str(tmp_path)])
