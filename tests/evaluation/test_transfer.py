@@ -92,8 +92,9 @@ def test_evaluate_transfer_protocols() -> None:
     dev_task = TransferTask("D", "dev", {"train": Split(names[:60], y[:60]), "dev": Split(names[60:90], y[60:90]),
                                          "test": Split(names[90:], y[90:])}, 3)  # fmt: skip
     assert evaluate_transfer(enc, dev_task).test_acc == pytest.approx(100.0)
-    pair_task = TransferTask("P", "test", {"train": Split(names[:60], (y[:60] == 0).astype(int), names[60:120]),
-                                           "test": Split(names[:30], (y[:30] == 0).astype(int), names[30:60])}, 2)  # fmt: skip
+    is0 = (y == 0).astype(int)
+    pairs = {"train": Split(names[:60], is0[:60], names[60:120]), "test": Split(names[:30], is0[:30], names[30:60])}
+    pair_task = TransferTask("P", "test", pairs, 2)
     res = evaluate_transfer(enc, pair_task, k=3)
     assert res.test_f1 is not None and 0 <= res.test_f1 <= 100
 
