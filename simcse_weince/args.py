@@ -124,27 +124,15 @@ class LossArguments:
 
 
 @dataclass
-class SimCSETrainingArguments(TrainingArguments):
-    """``TrainingArguments`` with the unsupervised SimCSE defaults (batch 64, lr 3e-5, 1 epoch, STS-B dev
-    every 125 steps, best checkpoint kept).
+class ContrastiveTrainingArguments(TrainingArguments):
+    """``TrainingArguments`` shared by the text and vision trainers.
 
-    ``push_to_hub`` here uploads the *final* SentenceTransformer folder once training has finished (not every
-    checkpoint), so a run without network loses nothing. ``precision: auto`` means fp16 when CUDA exists.
+    * ``precision: auto`` means fp16 when CUDA exists, fp32 otherwise (``fp32`` | ``fp16`` | ``bf16`` force it);
+    * ``push_to_hub`` uploads the *final* model folder once training has finished (not every checkpoint), so a
+      run without network loses nothing;
+    * a multi-process launch on a machine without CUDA runs its processes on the CPU with gloo.
     """
 
-    output_dir: str | None = field(default="outputs/simcse", metadata={"help": "Where checkpoints and the model go."})
-    per_device_train_batch_size: int = 64
-    learning_rate: float = 3e-5
-    num_train_epochs: float = 1.0
-    eval_strategy: str = "steps"
-    eval_steps: float | None = 125
-    save_strategy: str = "steps"
-    save_steps: float = 125
-    save_total_limit: int | None = 2
-    load_best_model_at_end: bool = True
-    metric_for_best_model: str | None = "stsb_spearman"
-    greater_is_better: bool | None = True
-    logging_steps: float = 25
     remove_unused_columns: bool = False
     ddp_find_unused_parameters: bool | None = False
     precision: str = field(default="auto", metadata={"help": "auto (fp16 on CUDA) | fp32 | fp16 | bf16"})
@@ -164,3 +152,23 @@ class SimCSETrainingArguments(TrainingArguments):
             # processes on the CPU with gloo instead of falling back to N independent single-process runs.
             self.use_cpu = True
         super().__post_init__()
+
+
+@dataclass
+class SimCSETrainingArguments(ContrastiveTrainingArguments):
+    """Training arguments with the unsupervised SimCSE defaults (batch 64, lr 3e-5, 1 epoch, STS-B dev every
+    125 steps, best checkpoint kept)."""
+
+    output_dir: str | None = field(default="outputs/simcse", metadata={"help": "Where checkpoints and the model go."})
+    per_device_train_batch_size: int = 64
+    learning_rate: float = 3e-5
+    num_train_epochs: float = 1.0
+    eval_strategy: str = "steps"
+    eval_steps: float | None = 125
+    save_strategy: str = "steps"
+    save_steps: float = 125
+    save_total_limit: int | None = 2
+    load_best_model_at_end: bool = True
+    metric_for_best_model: str | None = "stsb_spearman"
+    greater_is_better: bool | None = True
+    logging_steps: float = 25

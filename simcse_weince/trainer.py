@@ -12,17 +12,14 @@ import time
 from typing import Any
 
 import torch
-from transformers import Trainer
 
 from simcse_weince.encoding import SimCSEEncoder
 from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import STSSubset, STSTask
-from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.distributed import all_gather_no_grad
+from simcse_weince.trainer_base import ContrastiveTrainer
 
 logger = logging.getLogger(__name__)
-
-DIAGNOSTIC_KEYS = ("lambda_mean", "lambda_frac_gt_half", "beta_mean", "rho_mean", "delta_aic_mean")
 
 
 def duplicate_mask(keys: torch.Tensor, candidate_keys: torch.Tensor) -> torch.Tensor:
@@ -45,7 +42,7 @@ def as_sts_task(data) -> STSTask:
     )
 
 
-class SimCSETrainer(Trainer):
+class SimCSETrainer(ContrastiveTrainer):
     """Unsupervised SimCSE with a contrastive loss module (:class:`InfoNCELoss` or :class:`WeinceLoss`).
 
     Args:
@@ -58,55 +55,26 @@ class SimCSETrainer(Trainer):
         *args, **kwargs: as for ``transformers.Trainer``.
     """
 
-    def __init__(
-        self,
-        *args: Any,
-        loss: ContrastiveLoss,
-        mask_duplicates: bool = True,
-        eval_batch_size: int = 128,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *args: Any, mask_duplicates: bool = True, eval_batch_size: int = 128, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.contrastive_loss = loss
         self.mask_duplicates = mask_duplicates
         self.sts_eval_batch_size = eval_batch_size
-        self._diag_sums: dict[str, torch.Tensor] = {}
-        self._diag_steps = 0
 
     # ---- training ---------------------------------------------------------------------------------------
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         keys = inputs.pop("sentence_key", None)
         views = model(**inputs)  # one forward of 2B rows -> anchors, positives (B, H)
         negative_mask = None
-        n_masked = None
+        extra = {}
         if self.mask_duplicates and keys is not None:
             cand = all_gather_no_grad(keys) if self.contrastive_loss.gather_across_devices else keys
             negative_mask = duplicate_mask(keys, cand)
-            n_masked = negative_mask.sum() - keys.numel()  # beyond each anchor's own positive
+            # pairs masked beyond each anchor's own positive
+            extra["duplicates_masked_per_step"] = (negative_mask.sum() - keys.numel()).float()
         loss = self.contrastive_loss(views["anchors"], views["positives"], negative_mask=negative_mask)
         if model.training:
-            self._accumulate(n_masked)
+            self.accumulate_diagnostics(extra)
         return (loss, views) if return_outputs else loss
-
-    @torch.no_grad()
-    def _accumulate(self, n_masked: torch.Tensor | None) -> None:
-        diag = dict(self.contrastive_loss.last_diagnostics)
-        if n_masked is not None:
-            diag["duplicates_masked"] = n_masked.float()
-        for k, v in diag.items():
-            if k in DIAGNOSTIC_KEYS or k == "duplicates_masked":
-                self._diag_sums[k] = self._diag_sums.get(k, 0) + v.detach().float()
-        self._diag_steps += 1
-
-    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        # Training logs (they carry "loss") get the diagnostics averaged over the micro-steps since the last
-        # log; this is the only host sync they cost.
-        if "loss" in logs and self._diag_steps:
-            for k, v in self._diag_sums.items():
-                value = float(v) / self._diag_steps
-                logs[k if k != "duplicates_masked" else "duplicates_masked_per_step"] = round(value, 6)
-            self._diag_sums, self._diag_steps = {}, 0
-        super().log(logs, start_time)
 
     # ---- evaluation -------------------------------------------------------------------------------------
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:

@@ -1,0 +1,145 @@
+"""SimCLR training with InfoNCE / WEINCE (NT-Xent layout): ``python -m simcse_weince.vision.train cfg.yaml``.
+
+Steps: parse the config (YAML + command line, as for the text trainer), build the data sets (two augmented
+views per image for training; plain probe train/test sets), train with :class:`SimCLRTrainer` (k-NN every
+epoch, best checkpoint kept, resumable, ``accelerate launch`` ready), then score the final backbone with the
+full protocol (linear probe, k-NN k = 200/20/50, R@1/2/4/8) and write ``results.json`` / ``results.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from transformers import set_seed
+
+from simcse_weince.args import LossArguments
+from simcse_weince.config import parse_config, save_run_info
+from simcse_weince.paths import resolve_data_path
+from simcse_weince.train import _resume_arg, _setup_logging
+from simcse_weince.vision.args import SimCLRTrainingArguments, VisionDataArguments, VisionModelArguments
+from simcse_weince.vision.augment import TwoViews, eval_transform, simclr_transform
+from simcse_weince.vision.data import Indexed, balanced_subset, collate, load_image_dataset
+from simcse_weince.vision.evaluation import evaluate_features, extract_features
+from simcse_weince.vision.model import SimCLRModel
+from simcse_weince.vision.trainer import SimCLRTrainer
+
+logger = logging.getLogger(__name__)
+ARG_GROUPS = (VisionModelArguments, VisionDataArguments, LossArguments, SimCLRTrainingArguments)
+
+
+def _targets(ds) -> list[int]:
+    t = getattr(ds, "targets", None)
+    return list(t if t is not None else ds.labels)
+
+
+def build_datasets(data: VisionDataArguments):
+    """(train two-view set, probe train set, probe test set, number of classes)."""
+    root = resolve_data_path(data.data_dir)
+    pre_split = "unlabeled" if data.dataset == "stl10" else "train"
+    pretrain = load_image_dataset(data.dataset, root, pre_split, data.download)
+    probe_base = load_image_dataset(data.dataset, root, "train", data.download) if pre_split != "train" else pretrain
+    test_base = load_image_dataset(data.dataset, root, "test", data.download)
+
+    def subset(ds, per_class):
+        return None if per_class is None else balanced_subset(_targets(ds), per_class, data.subset_seed)
+
+    aug = TwoViews(simclr_transform(data.dataset, data.image_size, data.augment_strength))
+    plain = eval_transform(data.dataset, data.image_size)
+    train = Indexed(pretrain, subset(pretrain, data.train_per_class) if pre_split == "train" else None, aug)
+    probe_train = Indexed(probe_base, subset(probe_base, data.probe_train_per_class), plain)
+    probe_test = Indexed(test_base, subset(test_base, data.probe_test_per_class), plain)
+    num_classes = len(set(_targets(test_base)))
+    return train, probe_train, probe_test, num_classes
+
+
+def full_evaluation(model, probe_train, probe_test, num_classes, args: SimCLRTrainingArguments) -> dict:
+    bs, dev = args.per_device_eval_batch_size, args.device
+    tr_f, tr_y = extract_features(model, probe_train, bs, dev)
+    te_f, te_y = extract_features(model, probe_test, bs, dev)
+    return evaluate_features(tr_f, tr_y, te_f, te_y, num_classes)
+
+
+def run(argv: Sequence[str]) -> dict:
+    model_args, data_args, loss_args, training_args = parse_config(ARG_GROUPS, argv)
+    _setup_logging(training_args)
+    set_seed(training_args.seed)
+    t_start = time.perf_counter()
+    train, probe_train, probe_test, num_classes = build_datasets(data_args)
+    logger.info("data: %d training images, probe %d / %d, %d classes", len(train), len(probe_train),
+                len(probe_test), num_classes)  # fmt: skip
+    model = SimCLRModel(model_args.backbone, data_args.image_size, model_args.projection_dim,
+                        model_args.projection_hidden, model_args.cifar_stem)  # fmt: skip
+    if model_args.sync_batchnorm and training_args.world_size > 1:
+        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    loss = loss_args.build("ntxent")
+    groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": training_args}
+    if training_args.should_save:
+        save_run_info(training_args.output_dir, groups)
+
+    trainer = SimCLRTrainer(model=model, args=training_args, train_dataset=train, eval_dataset=probe_test,
+                            data_collator=collate, loss=loss, probe_train=probe_train, num_classes=num_classes)  # fmt: skip
+    results: dict = {}
+    if data_args.eval_before_training:
+        results["before"] = full_evaluation(model, probe_train, probe_test, num_classes, training_args)
+    t_train = time.perf_counter()
+    out = trainer.train(resume_from_checkpoint=_resume_arg(training_args.resume_from_checkpoint))
+    train_seconds = time.perf_counter() - t_train
+    results["after"] = full_evaluation(model, probe_train, probe_test, num_classes, training_args)
+    lam = [e["lambda_mean"] for e in trainer.state.log_history if "lambda_mean" in e]
+    results.update(
+        steps=trainer.state.global_step,
+        epochs=trainer.state.epoch,
+        train_seconds=train_seconds,
+        train_loss=out.training_loss,
+        mean_lambda=sum(lam) / len(lam) if lam else None,
+        lambda_curve=[(e["step"], e["lambda_mean"]) for e in trainer.state.log_history if "lambda_mean" in e],
+        best_checkpoint=trainer.state.best_model_checkpoint,
+        loss=loss.get_config_dict() | {"name": loss_args.loss},
+        backbone=model_args.backbone,
+        dataset=data_args.dataset,
+        sizes={"train": len(train), "probe_train": len(probe_train), "probe_test": len(probe_test)},
+        world_size=training_args.world_size,
+    )
+    if trainer.is_world_process_zero():
+        out_dir = Path(training_args.output_dir)
+        (out_dir / "model").mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in model.backbone.state_dict().items()},
+                  str(out_dir / "model" / "backbone.safetensors"))  # fmt: skip
+        results["total_seconds"] = time.perf_counter() - t_start
+        (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        table = results_table(results)
+        (out_dir / "results.md").write_text(table + "\n")
+        print("\n" + table)
+    return results
+
+
+METRICS = ("linear_probe", "knn200", "knn20", "knn50", "R@1", "R@2", "R@4", "R@8")
+
+
+def results_table(results: dict) -> str:
+    rows = [r for r in ("before", "after") if r in results]
+    head = f"SimCLR {results['backbone']} on {results['dataset']} ({results['loss']['name']}), " \
+           f"{results['steps']} steps, {results['train_seconds']:.0f} s training"  # fmt: skip
+    lines = [head, "", "| encoder | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
+    label = {"before": "random init", "after": "trained (best k-NN checkpoint)"}
+    for r in rows:
+        lines.append(f"| {label[r]} | " + " | ".join(f"{results[r][m]:.2f}" for m in METRICS) + " |")
+    if results.get("mean_lambda") is not None:
+        lines += ["", f"mean λ over training: {results['mean_lambda']:.3f}"]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run(sys.argv[1:] if argv is None else argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
