@@ -83,8 +83,16 @@ def run(argv: Sequence[str]) -> dict:
     if training_args.should_save:
         save_run_info(training_args.output_dir, groups)
 
-    trainer = SimCLRTrainer(model=model, args=training_args, train_dataset=train, eval_dataset=probe_test,
-                            data_collator=collate, loss=loss, probe_train=probe_train, num_classes=num_classes)  # fmt: skip
+    trainer = SimCLRTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train,
+        eval_dataset=probe_test,
+        data_collator=collate,
+        loss=loss,
+        probe_train=probe_train,
+        num_classes=num_classes,
+    )
     results: dict = {}
     if data_args.eval_before_training:
         results["before"] = full_evaluation(model, probe_train, probe_test, num_classes, training_args)

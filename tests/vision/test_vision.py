@@ -103,7 +103,7 @@ def test_zip_reader_errors_name_the_bad_member(tmp_path: Path) -> None:
     (tmp_path / "nozip.zip").write_text("plain text")
     with pytest.raises(ValueError, match="is not a zip archive"):
         ZipImageFolder(tmp_path / "nozip.zip", "train")
-    with pytest.raises(FileNotFoundError, match="missing.zip"):
+    with pytest.raises(FileNotFoundError, match=r"missing\.zip"):
         ZipImageFolder(tmp_path / "missing.zip", "train")
     with pytest.raises(ValueError, match="fewer than"):
         balanced_subset([0, 0, 1], 2)
