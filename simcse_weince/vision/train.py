@@ -59,6 +59,22 @@ def build_datasets(data: VisionDataArguments):
     return train, probe_train, probe_test, num_classes
 
 
+def maybe_sync_batchnorm(model: torch.nn.Module, enabled: bool, world_size: int, device: torch.device):
+    """Convert BatchNorm to SyncBatchNorm for multi-process training on GPUs.
+
+    Raises:
+        ValueError: asked for on CPU processes (torch's SyncBatchNorm only works with GPU modules).
+    """
+    if not enabled or world_size <= 1:
+        return model
+    if torch.device(device).type != "cuda":
+        raise ValueError(
+            f"sync_batchnorm needs CUDA processes (torch's SyncBatchNorm only works with GPU modules), but this "
+            f"run has {world_size} processes on {device}; run without --sync_batchnorm on CPU"
+        )
+    return torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+
+
 def full_evaluation(model, probe_train, probe_test, num_classes, args: SimCLRTrainingArguments) -> dict:
     bs, dev = args.per_device_eval_batch_size, args.device
     tr_f, tr_y = extract_features(model, probe_train, bs, dev)
@@ -76,8 +92,7 @@ def run(argv: Sequence[str]) -> dict:
                 len(probe_test), num_classes)  # fmt: skip
     model = SimCLRModel(model_args.backbone, data_args.image_size, model_args.projection_dim,
                         model_args.projection_hidden, model_args.cifar_stem)  # fmt: skip
-    if model_args.sync_batchnorm and training_args.world_size > 1:
-        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    model = maybe_sync_batchnorm(model, model_args.sync_batchnorm, training_args.world_size, training_args.device)
     loss = loss_args.build("ntxent")
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": training_args}
     if training_args.should_save:
