@@ -185,7 +185,7 @@ def test_vision_configs_parse(cfg: Path, tmp_path: Path) -> None:
     from simcse_weince.losses import WeinceLoss
     from simcse_weince.vision.train import ARG_GROUPS
 
-    m, d, loss, t = parse_config(ARG_GROUPS, [str(cfg), "--output_dir", str(tmp_path)])
+    m, _, loss, t = parse_config(ARG_GROUPS, [str(cfg), "--output_dir", str(tmp_path)])
     built = loss.build("ntxent")
     assert built.layout == "ntxent" and built.temperature == 0.5
     assert isinstance(built, WeinceLoss) == ("weince" in cfg.name or "quickstart" in cfg.name)
