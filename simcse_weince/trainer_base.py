@@ -47,4 +47,17 @@ class ContrastiveTrainer(Trainer):
             for k, v in self._diag_sums.items():
                 logs[k] = round(float(v) / self._diag_steps, 6)
             self._diag_sums, self._diag_steps = {}, 0
+            self.log_histograms()
         super().log(logs, start_time)
+
+    def log_histograms(self) -> None:
+        """λ and β of the last batch as TensorBoard histograms, when TensorBoard reporting is on."""
+        stats = getattr(self.contrastive_loss, "last_statistics", None)
+        if stats is None or not self.is_world_process_zero():
+            return
+        for cb in self.callback_handler.callbacks:
+            writer = getattr(cb, "tb_writer", None)
+            if writer is not None:
+                step = self.state.global_step
+                writer.add_histogram("weince/lambda", stats.lam.detach().float().cpu(), step)
+                writer.add_histogram("weince/beta", stats.beta.detach().float().cpu(), step)

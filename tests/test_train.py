@@ -67,7 +67,14 @@ def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) 
     best = max(e["eval_stsb_spearman"] for e in evals)
     assert results["best_dev_during_training"] == pytest.approx(best)
     assert results["after"]["stsb_dev"] == pytest.approx(best, abs=1e-4)
-    assert list((out / "runs").rglob("events.out.tfevents*")), "TensorBoard wrote no event file"
+    events = list((out / "runs").rglob("events.out.tfevents*"))
+    assert events, "TensorBoard wrote no event file"
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(events[0].parent), size_guidance={"histograms": 0})
+    acc.Reload()
+    assert {"weince/lambda", "weince/beta"} <= set(acc.Tags()["histograms"])
+    assert "train/lambda_mean" in acc.Tags()["scalars"]
 
     # Output folder: resolved config, results, a SentenceTransformer folder with its card.
     info = (out / "run_config.yaml").read_text()

@@ -133,8 +133,16 @@ def run(argv: Sequence[str]) -> dict:
     if trainer.is_world_process_zero():
         out_dir = Path(training_args.output_dir)
         (out_dir / "model").mkdir(parents=True, exist_ok=True)
+        # backbone alone (for probes / transfer) and the whole model with its construction config (diagnostics)
         save_file({k: v.contiguous() for k, v in model.backbone.state_dict().items()},
                   str(out_dir / "model" / "backbone.safetensors"))  # fmt: skip
+        save_file(
+            {k: v.contiguous() for k, v in model.state_dict().items()}, str(out_dir / "model" / "model.safetensors")
+        )
+        config = {"backbone": model_args.backbone, "image_size": data_args.image_size,
+                  "projection_dim": model_args.projection_dim, "projection_hidden": model_args.projection_hidden,
+                  "cifar_stem": model_args.cifar_stem}  # fmt: skip
+        (out_dir / "model" / "config.json").write_text(json.dumps(config, indent=2))
         results["total_seconds"] = time.perf_counter() - t_start
         (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
         table = results_table(results)

@@ -1,0 +1,3 @@
+from simcse_weince.diagnostics.cli import main
+
+raise SystemExit(main())

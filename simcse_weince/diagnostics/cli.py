@@ -1,0 +1,188 @@
+"""``simcse-diagnose`` / ``python -m simcse_weince.diagnostics``: extreme-value diagnostics of an encoder.
+
+Writes ``report.json`` and PNG plots (tail histogram with the fitted GPD, threshold stability, λ
+distribution, link-selection log-likelihoods) into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from simcse_weince.diagnostics.anchor_stats import batch_statistics, summarise
+from simcse_weince.diagnostics.geometry import alignment, uniformity
+from simcse_weince.diagnostics.link import select_link
+from simcse_weince.diagnostics.plots import plot_lambda, plot_link, plot_stability, plot_tail
+from simcse_weince.diagnostics.pot import fit_pot, threshold_stability
+from simcse_weince.diagnostics.scores import EmbeddedBatch, negative_scores, positive_ranks
+from simcse_weince.losses import WeinceLoss
+from simcse_weince.paths import resolve_data_path, resolve_model_path, senteval_root
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
+    p.add_argument("--model", required=True, help="text: SimCSE output / SentenceTransformer / HF encoder; "
+                   "vision: a SimCLR run folder")  # fmt: skip
+    p.add_argument("--kind", choices=("auto", "text", "vision"), default="auto")
+    p.add_argument("--out", required=True, help="output folder for report.json and the plots")
+    p.add_argument("--sentences", nargs="*", default=None,
+                   help="text files, one sentence per line (default: the STS-B dev+test sentences)")  # fmt: skip
+    p.add_argument("--data_dir", default=None, help="SentEval data/downstream folder (text default data)")
+    p.add_argument("--pooler", default=None, help="text pooler override")
+    p.add_argument("--vision_data_dir", default="{data}/cifar10_jpeg", help="vision: data root")
+    p.add_argument("--vision_dataset", default="cifar10_zip", help="vision: data set name")
+    p.add_argument("--batch_size", type=int, default=256)
+    p.add_argument("--num_batches", type=int, default=32)
+    p.add_argument("--q", type=float, default=0.99)
+    p.add_argument("--qs", type=float, nargs="+", default=[0.98, 0.985, 0.99, 0.992, 0.995])
+    p.add_argument("--bootstrap", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=None, help="τ of the WEINCE statistics' loss (default "
+                   "0.05 text, 0.5 vision)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def _is_vision(path: str) -> bool:
+    folder = Path(path)
+    cfg = folder / "model" / "config.json" if (folder / "model" / "config.json").is_file() else folder / "config.json"
+    return cfg.is_file() and "backbone" in json.loads(cfg.read_text())
+
+
+def _stsb_sentences(data_dir: Path | None):
+    from simcse_weince.evaluation.sts_data import load_sts_task
+
+    pairs, sentences = [], []
+    for split in ("dev", "test"):
+        sub = load_sts_task("STSBenchmark", data_dir, split).subsets[0]
+        sentences += sub.sentences1 + sub.sentences2
+        pairs += [(a, b) for a, b, s in zip(sub.sentences1, sub.sentences2, sub.scores, strict=True) if s >= 4.0]
+    return list(dict.fromkeys(sentences)), pairs
+
+
+def text_geometry(model, tokenizer, sentences, pairs, seed: int) -> dict[str, float]:
+    from simcse_weince.encoding import SimCSEEncoder
+
+    enc = SimCSEEncoder(model, tokenizer)
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(sentences), min(2000, len(sentences)), replace=False)
+    out = {"uniformity": uniformity(torch.from_numpy(enc.encode([sentences[i] for i in pick]))),
+           "uniformity_sentences": len(pick)}  # fmt: skip
+    if pairs:
+        a = torch.from_numpy(enc.encode([p[0] for p in pairs]))
+        b = torch.from_numpy(enc.encode([p[1] for p in pairs]))
+        out.update(alignment=alignment(a, b), alignment_pairs=len(pairs), alignment_positives="STS-B pairs, gold >= 4")
+    return out
+
+
+def collect(args) -> tuple[str, list[EmbeddedBatch], dict]:
+    """(kind, embedded batches, geometry) for the model."""
+    path = resolve_model_path(args.model)
+    kind = args.kind if args.kind != "auto" else ("vision" if _is_vision(path) else "text")
+    if kind == "text":
+        from simcse_weince.data import read_sentences
+        from simcse_weince.diagnostics.scores import load_text_view_model, text_batches
+
+        model, tok = load_text_view_model(path, args.pooler)
+        data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
+        stsb_sentences, pairs = _stsb_sentences(data_dir)
+        sentences = stsb_sentences
+        if args.sentences:
+            sentences = [s for f in args.sentences for s in read_sentences(resolve_data_path(f))]
+        batches = list(text_batches(model, tok, sentences, args.batch_size, args.num_batches, args.seed))
+        geometry = text_geometry(model, tok, stsb_sentences, pairs, args.seed)
+        return kind, batches, geometry
+    from simcse_weince.diagnostics.scores import load_vision_model, vision_batches
+    from simcse_weince.vision.augment import TwoViews, simclr_transform
+    from simcse_weince.vision.data import Indexed, load_image_dataset
+
+    model, cfg = load_vision_model(path)
+    base = load_image_dataset(args.vision_dataset, resolve_data_path(args.vision_data_dir), "test")
+    ds = Indexed(base, None, TwoViews(simclr_transform(args.vision_dataset, cfg["image_size"])))
+    batches = list(vision_batches(model, ds, args.batch_size, args.num_batches, args.seed))
+    a = torch.cat([b.anchors for b in batches])
+    p = torch.cat([b.positives for b in batches])
+    geometry = {"alignment": alignment(a, p), "alignment_positives": "two augmented views",
+                "uniformity": uniformity(a[:2000]), "uniformity_images": int(min(2000, len(a)))}  # fmt: skip
+    return kind, batches, geometry
+
+
+def run(argv: Sequence[str]) -> dict:
+    args = build_parser().parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    kind, batches, geometry = collect(args)
+    if len(batches) < 2:
+        raise ValueError(f"need at least 2 batches of {args.batch_size} (got {len(batches)}): lower --batch_size")
+    score_batches = [b.score_batch() for b in batches]
+    negatives = np.concatenate([negative_scores(b) for b in score_batches])
+    ranks = np.concatenate([positive_ranks(b) for b in score_batches])
+    logger.info("%d batches, %d negative scores; fitting the tail", len(batches), negatives.size)
+    pot = fit_pot(negatives, args.q, args.bootstrap, args.seed)
+    stability = threshold_stability(negatives, args.qs, max(50, args.bootstrap // 2), args.seed)
+    logger.info("GPD xi = %.3f [%.3f, %.3f]; fitting the link family", pot.xi, *pot.xi_ci)
+    link = select_link(score_batches)
+    tau = args.temperature or (0.05 if kind == "text" else 0.5)
+    loss = WeinceLoss(tau, layout="simcse" if kind == "text" else "ntxent")
+    stats = [batch_statistics(b.anchors, b.positives, loss) for b in batches]
+    lam_all = torch.cat([s.lam for s in stats]).cpu().numpy()
+    report = {
+        "model": args.model,
+        "kind": kind,
+        "batches": len(batches),
+        "batch_size": args.batch_size,
+        "negative_scores": int(negatives.size),
+        "positive_rank": {"top1": float(np.mean(ranks == 1)), "mean": float(ranks.mean())},
+        "pot": pot.to_dict(),
+        "threshold_stability": [f.to_dict() for f in stability],
+        "link": link.to_dict(),
+        "anchor_statistics_first_batch": summarise(stats[0]),
+        "lambda_all_batches": {"mean": float(lam_all.mean()), "frac_gt_half": float((lam_all > 0.5).mean())},
+        "weince_loss_config": loss.get_config_dict(),
+        "geometry": geometry,
+    }
+    plots = {
+        "tail": plot_tail(negatives, pot, out / "tail_gpd.png"),
+        "stability": plot_stability(stability, out / "threshold_stability.png"),
+        "lambda": plot_lambda(lam_all, out / "lambda_hist.png"),
+        "link": plot_link(link, out / "link_loglik.png"),
+    }
+    report["plots"] = {k: str(v) for k, v in plots.items()}
+    report["seconds"] = time.perf_counter() - t0
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    print(summary_text(report))
+    return report
+
+
+def summary_text(r: dict) -> str:
+    pot, link, geo = r["pot"], r["link"], r["geometry"]
+    endpoint = "none (xi >= 0)" if pot["endpoint"] is None else f"{pot['endpoint']:.4f}"
+    lines = [
+        f"{r['model']} ({r['kind']}): {r['batches']} batches of {r['batch_size']}, {r['negative_scores']:,} negatives",
+        f"  POT q={pot['q']}: xi = {pot['xi']:.3f} [{pot['xi_ci'][0]:.3f}, {pot['xi_ci'][1]:.3f}], "
+        f"sigma = {pot['sigma']:.4f}, endpoint = {endpoint}",
+        f"  link selection: lambda = {link['lam']:.3f}, beta = {link['beta']:.2f}, tau = {link['tau']:.3g}; "
+        f"held-out gain {link['heldout_gain']:+.4f} nats/anchor",
+        f"  WEINCE lambda (all batches): mean {r['lambda_all_batches']['mean']:.3f}, "
+        f"share > 0.5 {r['lambda_all_batches']['frac_gt_half']:.3f}",
+        f"  positive ranked first: {r['positive_rank']['top1']:.3f}; "
+        f"alignment {geo.get('alignment', float('nan')):.4f}, uniformity {geo['uniformity']:.4f}",
+        f"  report: {Path(r['plots']['tail']).parent / 'report.json'} ({r['seconds']:.0f} s)",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
+    run(sys.argv[1:] if argv is None else argv)
+    return 0

@@ -1,0 +1,109 @@
+"""Diagnostics against synthetic data with known truth, degenerate input, and the command on a tiny model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import genpareto
+
+from simcse_weince.diagnostics.geometry import alignment, uniformity
+from simcse_weince.diagnostics.link import ScoreBatch, select_link
+from simcse_weince.diagnostics.pot import fit_exceedances, fit_pot, threshold_stability
+
+
+def test_gpd_recovers_negative_shape() -> None:
+    rng = np.random.default_rng(0)
+    exc = genpareto.rvs(-0.4, scale=0.05, size=3000, random_state=rng)
+    scores = np.concatenate([rng.uniform(-1, 0.5, size=297_000), 0.5 + exc])  # the top 1 % is the GPD tail
+    fit = fit_pot(scores, q=0.99, bootstrap=200, seed=1)
+    assert fit.xi_ci[0] <= -0.4 <= fit.xi_ci[1]
+    assert fit.xi == pytest.approx(-0.4, abs=0.08)
+    assert fit.endpoint == pytest.approx(0.5 + 0.05 / 0.4, abs=0.02)  # u − σ/ξ
+    assert fit.n_exceedances == pytest.approx(3000, abs=5)
+
+
+def test_beta_scores_give_the_theoretical_shape() -> None:
+    # Beta(2, 3) on [0, 1]: P(X > 1 − x) ~ c·x^3 near the endpoint, so ξ = −1/3.
+    rng = np.random.default_rng(2)
+    s = rng.beta(2.0, 3.0, size=400_000)
+    fit = fit_pot(s, q=0.995, bootstrap=100, seed=0)
+    assert fit.xi < 0
+    assert fit.xi == pytest.approx(-1 / 3, abs=0.1)
+    assert fit.endpoint == pytest.approx(1.0, abs=0.05)
+    stab = threshold_stability(s, qs=(0.99, 0.995), bootstrap=20)
+    assert [f.q for f in stab] == [0.99, 0.995] and all(f.xi < 0 for f in stab)
+
+
+def test_degenerate_input_gives_clear_errors() -> None:
+    with pytest.raises(ValueError, match="no spread"):
+        fit_pot(np.full(1000, 0.3))
+    with pytest.raises(ValueError, match=r"only \d+ of 200 scores exceed"):
+        fit_pot(np.random.default_rng(0).normal(size=200), q=0.99)
+    with pytest.raises(ValueError, match="at least 10 exceedances"):
+        fit_exceedances(np.array([0.1, 0.2]))
+    with pytest.raises(ValueError, match="all 20 exceedances are equal"):
+        fit_exceedances(np.full(20, 0.1))
+    with pytest.raises(ValueError, match="q must be"):
+        fit_pot(np.arange(100.0), q=1.0)
+
+
+def _simulated_batches(kind: str, n: int = 8, a: int = 200, c: int = 200, seed: int = 0) -> list[ScoreBatch]:
+    g = torch.Generator().manual_seed(seed)
+    beta_dist = torch.distributions.Beta(torch.tensor(4.0), torch.tensor(2.0))
+    torch.manual_seed(seed)
+    out = []
+    for _ in range(n):
+        s = (beta_dist.sample((a, c)) * 1.98 - 0.99).double()
+        logits = s / 0.1 if kind == "softmax" else -3.0 * torch.log1p(-s)  # P(j) ∝ (1 − s_j)^(−β), β = 3
+        winner = torch.multinomial(logits.softmax(1), 1, generator=g).squeeze(1)
+        out.append(ScoreBatch(s, winner))
+    return out
+
+
+def test_link_selection_on_softmax_winners() -> None:
+    fit = select_link(_simulated_batches("softmax"))
+    assert fit.lam < 0.15
+    assert abs(fit.heldout_gain) < 0.01
+    assert fit.softmax_tau == pytest.approx(0.1, rel=0.1)
+
+
+def test_link_selection_on_weibull_winners() -> None:
+    fit = select_link(_simulated_batches("weibull"))
+    assert fit.lam > 0.9
+    assert fit.beta == pytest.approx(3.0, rel=0.15)
+    assert fit.heldout_gain > 0.1
+    with pytest.raises(ValueError, match="at least 2 batches"):
+        select_link(_simulated_batches("weibull", n=1))
+
+
+def test_alignment_and_uniformity_closed_forms() -> None:
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    assert alignment(x, x) == pytest.approx(0.0)
+    assert alignment(x, -x) == pytest.approx(4.0)  # ‖u − (−u)‖² = 4 on the unit sphere
+    # Two orthogonal unit vectors: one pair at squared distance 2 -> log exp(−2·2) = −4.
+    assert uniformity(x) == pytest.approx(-4.0)
+    with pytest.raises(ValueError, match="at least 2"):
+        uniformity(x[:1])
+
+
+def test_command_on_tiny_text_model(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path) -> None:
+    from simcse_weince.diagnostics.cli import run
+
+    out = tmp_path / "diag"
+    senteval = str(shared_data / "senteval" / "downstream")
+    report = run(["--model", str(tiny_bert_weights_dir), "--pooler", "avg", "--out", str(out), "--batch_size", "64",
+                  "--num_batches", "4", "--bootstrap", "20", "--data_dir", senteval])  # fmt: skip
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["kind"] == "text" and saved["batches"] == 4 and saved["negative_scores"] == 4 * 64 * 63
+    assert {"xi", "sigma", "xi_ci", "endpoint"} <= set(saved["pot"])
+    assert len(saved["threshold_stability"]) == 5
+    assert 0 <= saved["link"]["lam"] <= 1 and "heldout_gain" in saved["link"]
+    assert 0 <= saved["anchor_statistics_first_batch"]["lam"]["mean"] <= 1
+    assert saved["geometry"]["alignment_pairs"] > 100 and saved["geometry"]["uniformity"] < 0
+    for name in ("tail_gpd.png", "threshold_stability.png", "lambda_hist.png", "link_loglik.png"):
+        assert (out / name).stat().st_size > 5000, name
+    assert report["pot"]["xi"] == saved["pot"]["xi"]
