@@ -7,6 +7,7 @@ Implementations wrap a :class:`~simcse_weince.modeling.SimCSEModel` (with its to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Sequence
@@ -22,6 +23,18 @@ logger = logging.getLogger(__name__)
 
 class Encoder(Protocol):
     def encode(self, sentences: Sequence[str]) -> np.ndarray: ...
+
+
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast_context(device: torch.device | str, precision: str):
+    """``torch.autocast`` for ``bf16``/``fp16`` inference, a no-op for ``fp32`` (the exact default)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    dtype = PRECISIONS[precision]
+    device_type = torch.device(device).type
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type, dtype=dtype)
 
 
 def unique_in_order(sentences: Sequence[str]) -> tuple[list[str], np.ndarray]:
@@ -58,14 +71,21 @@ class SimCSEEncoder:
         max_length: int | None = None,
         device: str | torch.device | None = None,
         show_progress_bar: bool = False,
+        precision: str = "fp32",
+        normalize: bool = False,
     ) -> None:
-        """``max_length`` defaults to :func:`inference_max_length`."""
+        """``max_length`` defaults to :func:`inference_max_length`; ``precision`` ``bf16``/``fp16`` runs the
+        encoder under autocast (faster on GPUs and on CPUs with bf16 units; vectors differ in the 3rd digit);
+        ``normalize`` L2-normalises the output (as a SentenceTransformer ``Normalize`` module does)."""
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.max_length = max_length if max_length is not None else inference_max_length(tokenizer, model.config)
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self.show_progress_bar = show_progress_bar
+        self.precision = precision
+        self.normalize = normalize
+        autocast_context(self.device, precision)  # validates
 
     @torch.no_grad()
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
@@ -83,7 +103,11 @@ class SimCSEEncoder:
                 feats = {k: [enc[k][i] for i in idx] for k in enc}
                 batch = self.tokenizer.pad(feats, return_tensors="pt")
                 batch = {k: v.to(self.device) for k, v in batch.items()}
-                emb = self.model.encode(**batch).float().cpu().numpy()
+                with autocast_context(self.device, self.precision):
+                    emb = self.model.encode(**batch).float()
+                if self.normalize:
+                    emb = torch.nn.functional.normalize(emb, dim=-1)
+                emb = emb.cpu().numpy()
                 if out is None:
                     out = np.empty((len(uniq), emb.shape[1]), dtype=np.float32)
                 out[idx] = emb
@@ -97,16 +121,20 @@ class SimCSEEncoder:
 class SentenceTransformerEncoder:
     """Encode with a ``SentenceTransformer`` (its own pooling and normalisation), unique sentences once."""
 
-    def __init__(self, model, batch_size: int = 128, show_progress_bar: bool = False) -> None:
+    def __init__(self, model, batch_size: int = 128, show_progress_bar: bool = False, precision: str = "fp32") -> None:
         self.model = model
         self.batch_size = batch_size
         self.show_progress_bar = show_progress_bar
+        self.precision = precision
+        autocast_context(model.device, precision)  # validates
 
+    @torch.no_grad()
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         uniq, inverse = unique_in_order(sentences)
-        emb = self.model.encode(
-            uniq, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=self.show_progress_bar
-        )
+        with autocast_context(self.model.device, self.precision):
+            emb = self.model.encode(
+                uniq, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=self.show_progress_bar
+            )
         return np.asarray(emb, dtype=np.float32)[inverse]
 
 
@@ -117,6 +145,7 @@ def load_encoder_from_path(
     max_length: int | None = None,
     device: str | None = None,
     show_progress_bar: bool = False,
+    precision: str = "fp32",
 ) -> Encoder:
     """An :class:`Encoder` for any checkpoint.
 
@@ -134,12 +163,26 @@ def load_encoder_from_path(
     path = Path(name_or_path)
     if (path / "model" / "modules.json").is_file():  # a SimCSE training output folder
         path = path / "model"
+    plain = plain_sentence_transformer(path) if pooler is None else None
+    if plain is not None:
+        # Transformer + Pooling(cls | mean) [+ Normalize]: the same vectors through the project's own encoder,
+        # which skips sentence-transformers' per-batch overhead (about 1.2x faster on CPU).
+        st_pooler, normalize, st_max = plain
+        from transformers import AutoTokenizer
+
+        from simcse_weince.modeling import SimCSEModel, load_encoder
+
+        model = SimCSEModel(load_encoder(str(path)), pooler=st_pooler).to(device)
+        tok = AutoTokenizer.from_pretrained(str(path))
+        logger.info("loaded %s (%s) through the plain-encoder path", path, _describe_modules(path))
+        return SimCSEEncoder(model, tok, batch_size, max_length or st_max, device, show_progress_bar, precision,
+                             normalize)  # fmt: skip
     if (path / "modules.json").is_file() and pooler is None:
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(str(path), device=device)
         logger.info("loaded %s as a SentenceTransformer (%s)", path, _describe_modules(path))
-        return SentenceTransformerEncoder(model, batch_size, show_progress_bar)
+        return SentenceTransformerEncoder(model, batch_size, show_progress_bar, precision)
     pooler = pooler or "cls_before_pooler"
     if pooler == "cls":
         raise ValueError(
@@ -150,7 +193,36 @@ def load_encoder_from_path(
     tokenizer = AutoTokenizer.from_pretrained(str(path) if path.exists() else name_or_path)
     model = SimCSEModel(encoder, pooler=pooler, mlp_only_train=True).to(device)
     logger.info("loaded %s with AutoModel and pooler %s", name_or_path, pooler)
-    return SimCSEEncoder(model, tokenizer, batch_size, max_length, device, show_progress_bar)
+    return SimCSEEncoder(model, tokenizer, batch_size, max_length, device, show_progress_bar, precision)
+
+
+def plain_sentence_transformer(path: Path) -> tuple[str, bool, int | None] | None:
+    """(pooler, normalize, max_seq_length) if ``path`` is a SentenceTransformer folder made of a Transformer,
+    a CLS or mean Pooling and optionally Normalize — nothing else — else ``None``."""
+    try:
+        mods = json.loads((path / "modules.json").read_text())
+    except (OSError, ValueError):
+        return None
+    kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in mods]
+    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) or mods[0].get("path"):
+        return None
+    try:
+        pool_cfg = json.loads((path / mods[1]["path"] / "config.json").read_text())
+    except (OSError, ValueError, KeyError):
+        return None
+    mode = pool_cfg.get("pooling_mode")
+    if mode is None:  # the older boolean keys: exactly one of them may be on
+        enabled = [k for k, v in pool_cfg.items() if k.startswith("pooling_mode_") and v is True]
+        legacy = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean"}
+        mode = legacy.get(enabled[0]) if len(enabled) == 1 else None
+    if mode not in ("cls", "mean") or pool_cfg.get("include_prompt") is False:
+        return None
+    max_len = None
+    try:
+        max_len = json.loads((path / "sentence_bert_config.json").read_text()).get("max_seq_length")
+    except (OSError, ValueError):
+        pass
+    return ("cls_before_pooler" if mode == "cls" else "avg"), kinds[-1] == "Normalize", max_len
 
 
 def _describe_modules(path: Path) -> str:

