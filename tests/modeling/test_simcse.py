@@ -107,5 +107,10 @@ def test_plain_sentence_transformer_detection(tiny_bert_dir: Path, tmp_path: Pat
     assert plain_sentence_transformer(folder) is None  # a Dense module: only sentence-transformers can run it
     assert isinstance(load_encoder_from_path(str(folder), device="cpu"), SentenceTransformerEncoder)
     plain = export_sentence_transformer(SimCSEModel(with_mlp.encoder, "cls_before_pooler"), tok, tmp_path / "cls")
-    assert plain_sentence_transformer(plain) == ("cls_before_pooler", False, 64)
-    assert isinstance(load_encoder_from_path(str(plain), device="cpu"), SimCSEEncoder)
+    # sentence-transformers 6 keeps the length limit in the tokenizer config, not sentence_bert_config.json
+    assert plain_sentence_transformer(plain) == ("cls_before_pooler", False, None)
+    fast = load_encoder_from_path(str(plain), device="cpu")
+    assert isinstance(fast, SimCSEEncoder)
+    from sentence_transformers import SentenceTransformer
+
+    assert fast.max_length == SentenceTransformer(str(plain), device="cpu").max_seq_length == 64
