@@ -1,8 +1,9 @@
 """``SimCSETrainer``: the Hugging Face ``Trainer`` with the contrastive loss and STS-B dev evaluation.
 
-Only hooks are overridden — ``compute_loss`` (two views, duplicate masking, the loss), ``evaluate`` (STS-B
-dev Spearman for model selection) and ``log`` (adds the loss diagnostics averaged since the last log). The
-training loop, checkpointing, resuming, mixed precision and multi-process training are the Trainer's own.
+Only hooks are overridden — ``compute_loss`` (two views from one forward, duplicate masking, the loss) and
+``evaluate`` (STS-B dev Spearman for model selection); the diagnostics logging comes from
+:class:`~simcse_weince.trainer_base.ContrastiveTrainer`'s ``log`` hook. The training loop, checkpointing,
+resuming, mixed precision and multi-process training are the Trainer's own.
 """
 
 from __future__ import annotations
