@@ -219,7 +219,8 @@ def print_summary(results: dict) -> None:
         if lam is not None
         else f"steps {results['steps']}, training wall time {results['train_seconds']:.0f} s",
         f"model folder: {results.get('model_dir')}",
-        "(Spearman x 100 of cosine similarity; 'after' is the checkpoint with the best STS-B dev score.)",
+        "(Spearman x 100 of cosine similarity; 'after' is the checkpoint with the best STS-B dev score. One seed:\n"
+        " seed-to-seed variation is not measured by this run, so small differences are not evidence of a gain.)",
     ]
     print("\n".join(lines))
 

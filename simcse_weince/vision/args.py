@@ -29,6 +29,7 @@ class VisionDataArguments:
     probe_train_per_class: int | None = field(default=None, metadata={"help": "Subset for probe / k-NN bank."})
     probe_test_per_class: int | None = field(default=None, metadata={"help": "Subset of the test set."})
     augment_strength: float = 1.0
+    crop_min_scale: float = field(default=0.08, metadata={"help": "Smallest crop area of RandomResizedCrop."})
     eval_before_training: bool = field(default=False, metadata={"help": "Also score the random-init encoder."})
     subset_seed: int = 0
 

@@ -16,12 +16,15 @@ def _normalise(dataset: str) -> v2.Normalize:
     return v2.Normalize(MEANS.get(key, IMAGENET_MEAN), STDS.get(key, IMAGENET_STD))
 
 
-def simclr_transform(dataset: str, image_size: int, strength: float = 1.0) -> v2.Compose:
-    """Random resized crop, flip, colour jitter (p 0.8), grayscale (p 0.2), blur for images ≥ 64 px."""
+def simclr_transform(dataset: str, image_size: int, strength: float = 1.0, crop_min_scale: float = 0.08) -> v2.Compose:
+    """Random resized crop (area ≥ ``crop_min_scale``), flip, colour jitter (p 0.8) of ``strength``,
+    grayscale (p 0.2), and Gaussian blur for images ≥ 64 px."""
+    if not 0 < crop_min_scale <= 1:
+        raise ValueError(f"crop_min_scale must be in (0, 1], got {crop_min_scale}")
     s = strength
     ops = [
         v2.ToImage(),
-        v2.RandomResizedCrop(image_size, scale=(0.08, 1.0), antialias=True),
+        v2.RandomResizedCrop(image_size, scale=(crop_min_scale, 1.0), antialias=True),
         v2.RandomHorizontalFlip(),
         v2.RandomApply([v2.ColorJitter(0.4 * s, 0.4 * s, 0.4 * s, 0.1 * s)], p=0.8),
         v2.RandomGrayscale(p=0.2),

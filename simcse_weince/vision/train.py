@@ -50,7 +50,7 @@ def build_datasets(data: VisionDataArguments):
     def subset(ds, per_class):
         return None if per_class is None else balanced_subset(_targets(ds), per_class, data.subset_seed)
 
-    aug = TwoViews(simclr_transform(data.dataset, data.image_size, data.augment_strength))
+    aug = TwoViews(simclr_transform(data.dataset, data.image_size, data.augment_strength, data.crop_min_scale))
     plain = eval_transform(data.dataset, data.image_size)
     train = Indexed(pretrain, subset(pretrain, data.train_per_class) if pre_split == "train" else None, aug)
     probe_train = Indexed(probe_base, subset(probe_base, data.probe_train_per_class), plain)
