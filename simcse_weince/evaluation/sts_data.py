@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simcse_weince.evaluation.files import read_lines
+
 STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
     "STS13": ("FNWN", "headlines", "OnWN"),
@@ -60,18 +62,6 @@ class STSTask:
         return sum(s.skipped for s in self.subsets)
 
 
-def _read_lines(path: Path, layout_hint: str) -> list[str]:
-    if not path.is_file():
-        raise FileNotFoundError(f"missing file {path}; expected the SentEval layout: {layout_hint}")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: invalid UTF-8 ({err.reason}); expected UTF-8 text") from err
-    return text.splitlines()
-
-
 def _normalise(sentence: str) -> str:
     # SentEval splits on whitespace and the SimCSE batcher joins with single spaces.
     return " ".join(sentence.split())
@@ -95,7 +85,7 @@ def load_sts_year(root: Path, year: str) -> STSTask:
     task = STSTask(year)
     for subset in STS_YEARS[year]:
         inp_path, gs_path = folder / f"STS.input.{subset}.txt", folder / f"STS.gs.{subset}.txt"
-        inputs, golds = _read_lines(inp_path, hint), _read_lines(gs_path, hint)
+        inputs, golds = read_lines(inp_path, hint), read_lines(gs_path, hint)
         if len(inputs) != len(golds):
             raise ValueError(
                 f"{inp_path} has {len(inputs)} lines but {gs_path} has {len(golds)}; expected one gold line per pair"
@@ -115,23 +105,34 @@ def load_sts_year(root: Path, year: str) -> STSTask:
     return task
 
 
+def _pair_table(path: Path, hint: str, columns: tuple[int, int, int], header: bool) -> STSSubset:
+    """Sentence pairs from a TAB-separated table: ``columns`` = (sentence 1, sentence 2, score) indices."""
+    i1, i2, isc = columns
+    need = max(columns) + 1
+    s1, s2, sc = [], [], []
+    for lineno, line in enumerate(read_lines(path, hint), start=1):
+        if (header and lineno == 1) or not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) < need:
+            raise ValueError(
+                f"{path}:{lineno}: expected at least {need} TAB-separated columns ({hint}), got {len(cols)}"
+            )
+        s1.append(_normalise(cols[i1]))
+        s2.append(_normalise(cols[i2]))
+        sc.append(_score(cols[isc], path, lineno, f"score in column {isc + 1}"))
+    return STSSubset(path.stem, s1, s2, sc)
+
+
 def load_stsb(root: Path, split: str) -> STSTask:
     """STS Benchmark ``split`` (train/dev/test) from ``root/STS/STSBenchmark/sts-<split>.csv``."""
     if split not in ("train", "dev", "test"):
         raise ValueError(f"STS-B split must be train, dev or test, got {split!r}")
     path = Path(root) / "STS" / "STSBenchmark" / f"sts-{split}.csv"
     hint = f"{path}: TAB-separated genre, file, year, id, score, sentence1, sentence2"
-    s1, s2, sc = [], [], []
-    for lineno, line in enumerate(_read_lines(path, hint), start=1):
-        if not line.strip():
-            continue
-        cols = line.split("\t")
-        if len(cols) < 7:
-            raise ValueError(f"{path}:{lineno}: expected at least 7 TAB-separated columns ({hint}), got {len(cols)}")
-        s1.append(_normalise(cols[5]))
-        s2.append(_normalise(cols[6]))
-        sc.append(_score(cols[4], path, lineno, "similarity score in column 5"))
-    return STSTask("STSBenchmark", [STSSubset(split, s1, s2, sc)])
+    sub = _pair_table(path, hint, (5, 6, 4), header=False)
+    sub.name = split
+    return STSTask("STSBenchmark", [sub])
 
 
 def load_sickr(root: Path, split: str) -> STSTask:
@@ -140,17 +141,9 @@ def load_sickr(root: Path, split: str) -> STSTask:
         raise ValueError(f"SICK split must be one of {sorted(SICK_FILES)}, got {split!r}")
     path = Path(root) / "SICK" / SICK_FILES[split]
     hint = f"{path}: header line, then TAB-separated pair_ID, sentence_A, sentence_B, relatedness_score, ..."
-    s1, s2, sc = [], [], []
-    for lineno, line in enumerate(_read_lines(path, hint), start=1):
-        if lineno == 1 or not line.strip():
-            continue
-        cols = line.split("\t")
-        if len(cols) < 4:
-            raise ValueError(f"{path}:{lineno}: expected at least 4 TAB-separated columns ({hint}), got {len(cols)}")
-        s1.append(_normalise(cols[1]))
-        s2.append(_normalise(cols[2]))
-        sc.append(_score(cols[3], path, lineno, "relatedness score in column 4"))
-    return STSTask("SICKRelatedness", [STSSubset(split, s1, s2, sc)])
+    sub = _pair_table(path, hint, (1, 2, 3), header=True)
+    sub.name = split
+    return STSTask("SICKRelatedness", [sub])
 
 
 # Hub copies (MTEB) of the STS test sets, for users without the SentEval files. They carry no subset

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simcse_weince.evaluation.files import read_lines
+
 TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 BINARY_FILES = {
     "MR": ("MR", "rt-polarity.pos", "rt-polarity.neg"),
@@ -57,14 +59,7 @@ class TransferTask:
 
 
 def _lines(path: Path, hint: str) -> list[str]:
-    if not path.is_file():
-        raise FileNotFoundError(f"missing file {path}; expected the SentEval layout: {hint}")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")
-    return text.splitlines()
+    return read_lines(path, hint, latin1_fallback=True)
 
 
 def _tokens(s: str) -> str:

@@ -1,0 +1,30 @@
+"""Reading benchmark text files with errors that name the file, line and expected layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def read_lines(path: Path, layout_hint: str, latin1_fallback: bool = False) -> list[str]:
+    """Lines of a text file (a UTF-8 BOM is dropped).
+
+    Args:
+        path: the file.
+        layout_hint: what the file should look like, quoted in errors.
+        latin1_fallback: decode as Latin-1 when the file is not UTF-8 (as SentEval does for its older
+            releases) instead of raising.
+
+    Raises:
+        FileNotFoundError: the file is missing (names it and the expected layout).
+        ValueError: not UTF-8 and no fallback (names file:line).
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"missing file {path}; expected the SentEval layout: {layout_hint}")
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as err:
+        if latin1_fallback:
+            return raw.decode("latin-1").splitlines()
+        line = raw[: err.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: invalid UTF-8 ({err.reason}); expected UTF-8 text") from err
