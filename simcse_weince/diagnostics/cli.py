@@ -39,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="text files, one sentence per line (default: the STS-B dev+test sentences)")  # fmt: skip
     p.add_argument("--data_dir", default=None, help="SentEval data/downstream folder (text default data)")
     p.add_argument("--pooler", default=None, help="text pooler override")
+    p.add_argument("--text_positives", choices=("dropout", "stsb"), default="dropout",
+                   help="text positives: two dropout views of each sentence (the training layout) or STS-B pairs "
+                        "with gold >= 4 (real paraphrases, which do not always win: more informative for the "
+                        "link selection)")  # fmt: skip
     p.add_argument("--vision_data_dir", default="{data}/cifar10_jpeg", help="vision: data root")
     p.add_argument("--vision_dataset", default="cifar10_zip", help="vision: data set name")
     p.add_argument("--batch_size", type=int, default=256)
@@ -90,7 +94,7 @@ def collect(args) -> tuple[str, list[EmbeddedBatch], dict]:
     kind = args.kind if args.kind != "auto" else ("vision" if _is_vision(path) else "text")
     if kind == "text":
         from simcse_weince.data import read_sentences
-        from simcse_weince.diagnostics.scores import load_text_view_model, text_batches
+        from simcse_weince.diagnostics.scores import load_text_view_model, text_batches, text_pair_batches
 
         model, tok = load_text_view_model(path, args.pooler)
         data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
@@ -98,7 +102,10 @@ def collect(args) -> tuple[str, list[EmbeddedBatch], dict]:
         sentences = stsb_sentences
         if args.sentences:
             sentences = [s for f in args.sentences for s in read_sentences(resolve_data_path(f))]
-        batches = list(text_batches(model, tok, sentences, args.batch_size, args.num_batches, args.seed))
+        if args.text_positives == "stsb":
+            batches = list(text_pair_batches(model, tok, pairs, args.batch_size, args.num_batches, args.seed))
+        else:
+            batches = list(text_batches(model, tok, sentences, args.batch_size, args.num_batches, args.seed))
         geometry = text_geometry(model, tok, stsb_sentences, pairs, args.seed)
         return kind, batches, geometry
     from simcse_weince.diagnostics.scores import load_vision_model, vision_batches
@@ -139,13 +146,14 @@ def run(argv: Sequence[str]) -> dict:
     report = {
         "model": args.model,
         "kind": kind,
+        "positives": args.text_positives if kind == "text" else "two augmented views",
         "batches": len(batches),
         "batch_size": args.batch_size,
         "negative_scores": int(negatives.size),
         "positive_rank": {"top1": float(np.mean(ranks == 1)), "mean": float(ranks.mean())},
         "pot": pot.to_dict(),
         "threshold_stability": [f.to_dict() for f in stability],
-        "link": link.to_dict(),
+        "link": link.to_dict() | link_note(float(np.mean(ranks == 1))),
         "anchor_statistics_first_batch": summarise(stats[0]),
         "lambda_all_batches": {"mean": float(lam_all.mean()), "frac_gt_half": float((lam_all > 0.5).mean())},
         "weince_loss_config": loss.get_config_dict(),
@@ -164,6 +172,17 @@ def run(argv: Sequence[str]) -> dict:
     return report
 
 
+def link_note(top1: float) -> dict:
+    """Flag the case where the winners carry (almost) no information about the link."""
+    if top1 < 0.99:
+        return {"identifiable": True}
+    return {
+        "identifiable": False,
+        "note": f"the positive ranks first for {100 * top1:.1f}% of anchors: the observed winners barely constrain "
+        "the link, so lambda/beta/tau are not identified and a ~0 gain says nothing either way",
+    }
+
+
 def summary_text(r: dict) -> str:
     pot, link, geo = r["pot"], r["link"], r["geometry"]
     endpoint = "none (xi >= 0)" if pot["endpoint"] is None else f"{pot['endpoint']:.4f}"
@@ -173,6 +192,7 @@ def summary_text(r: dict) -> str:
         f"sigma = {pot['sigma']:.4f}, endpoint = {endpoint}",
         f"  link selection: lambda = {link['lam']:.3f}, beta = {link['beta']:.2f}, tau = {link['tau']:.3g}; "
         f"held-out gain {link['heldout_gain']:+.4f} nats/anchor",
+        *([f"  note: {link['note']}"] if not link.get("identifiable", True) else []),
         f"  WEINCE lambda (all batches): mean {r['lambda_all_batches']['mean']:.3f}, "
         f"share > 0.5 {r['lambda_all_batches']['frac_gt_half']:.3f}",
         f"  positive ranked first: {r['positive_rank']['top1']:.3f}; "

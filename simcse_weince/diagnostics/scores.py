@@ -93,6 +93,25 @@ def text_batches(model, tokenizer, sentences: Sequence[str], batch_size: int, nu
     model.eval()
 
 
+@torch.no_grad()
+def text_pair_batches(model, tokenizer, pairs: Sequence[tuple[str, str]], batch_size: int, num_batches: int,
+                      seed: int = 0, show_progress_bar: bool = True) -> Iterator[EmbeddedBatch]:  # fmt: skip
+    """Batches of real paraphrase pairs (anchor = first sentence, positive = second), frozen encoder (eval
+    mode, inference pooler), SimCSE layout: the other pairs' second sentences are the negatives."""
+    from simcse_weince.encoding import SimCSEEncoder
+
+    order = np.random.default_rng(seed).permutation(len(pairs))
+    n = min(num_batches, len(order) // batch_size)
+    if n < 1:
+        raise ValueError(f"{len(pairs)} pairs are fewer than one batch of {batch_size}")
+    enc = SimCSEEncoder(model, tokenizer)
+    for i in tqdm(range(n), desc="scoring pair batches", disable=not show_progress_bar):
+        idx = order[i * batch_size : (i + 1) * batch_size]
+        a = torch.from_numpy(enc.encode([pairs[j][0] for j in idx]))
+        p = torch.from_numpy(enc.encode([pairs[j][1] for j in idx]))
+        yield EmbeddedBatch(a, p, "simcse")
+
+
 def load_vision_model(path: str):
     """A trained :class:`SimCLRModel` from a vision run's ``model/`` folder (weights + construction config)."""
     from safetensors.torch import load_file

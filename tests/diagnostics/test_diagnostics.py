@@ -107,3 +107,15 @@ def test_command_on_tiny_text_model(tiny_bert_weights_dir: Path, shared_data: Pa
     for name in ("tail_gpd.png", "threshold_stability.png", "lambda_hist.png", "link_loglik.png"):
         assert (out / name).stat().st_size > 5000, name
     assert report["pot"]["xi"] == saved["pot"]["xi"]
+
+
+def test_command_with_stsb_pair_positives(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path) -> None:
+    from simcse_weince.diagnostics.cli import run
+
+    senteval = str(shared_data / "senteval" / "downstream")
+    report = run(["--model", str(tiny_bert_weights_dir), "--pooler", "avg", "--out", str(tmp_path / "d"),
+                  "--batch_size", "64", "--num_batches", "3", "--bootstrap", "10", "--q", "0.98",
+                  "--text_positives", "stsb", "--data_dir", senteval])  # fmt: skip
+    assert report["positives"] == "stsb" and report["batches"] == 3
+    assert report["positive_rank"]["top1"] < 0.99  # a random encoder does not rank paraphrases first
+    assert report["link"]["identifiable"] is True
