@@ -107,8 +107,9 @@ def main() -> None:
         results: dict[str, list[dict]] = {v: [] for v in VARIANTS}
         for r in range(args.repeats):
             for v in VARIANTS[r % 3 :] + VARIANTS[: r % 3]:
-                cmd = [sys.executable, __file__, "--variant", v, "--model-dir", str(model_dir), "--steps",
-                       str(args.steps), "--batch", str(args.batch), "--max-len", str(args.max_len), "--data", args.data]  # fmt: skip
+                cmd = [sys.executable, __file__, "--variant", v, "--model-dir", str(model_dir),
+                       "--steps", str(args.steps), "--batch", str(args.batch), "--max-len", str(args.max_len),
+                       "--data", args.data]  # fmt: skip
                 env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
                 line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
