@@ -57,3 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.markdown())
     print(f"results: {js} and {md}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""Shared helpers of the experiment scripts: running seeded runs, mean ± std tables, plots."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_module(module: str, args: Sequence[str], log: Path) -> None:
+    """Run ``python -m module args`` in a fresh process (its own RNG streams and memory); log to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
+    with log.open("w") as f:
+        proc = subprocess.run([sys.executable, "-m", module, *args], stdout=f, stderr=subprocess.STDOUT, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"{module} {' '.join(args)} failed; see {log}")
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    v = np.asarray(values, dtype=np.float64)
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+
+def summary_table(
+    per_run: dict[str, dict[int, dict[str, float]]], metrics: Sequence[str], base: str, other: str
+) -> tuple[str, dict]:
+    """Markdown table of mean ± std per loss and of the paired per-seed difference ``other − base``."""
+    seeds = sorted(set(per_run[base]) & set(per_run[other]))
+    summary: dict = {"seeds": seeds, "losses": {}, "difference": {}}
+    lines = ["| loss | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+    for loss, runs in per_run.items():
+        cells = []
+        for m in metrics:
+            mu, sd = mean_std([runs[s][m] for s in seeds])
+            summary["losses"].setdefault(loss, {})[m] = {"mean": mu, "std": sd, "runs": [runs[s][m] for s in seeds]}
+            cells.append(f"{mu:.2f} ± {sd:.2f}")
+        lines.append(f"| {loss} | " + " | ".join(cells) + " |")
+    cells = []
+    for m in metrics:
+        diffs = [per_run[other][s][m] - per_run[base][s][m] for s in seeds]
+        mu, sd = mean_std(diffs)
+        summary["difference"][m] = {"mean": mu, "std": sd, "per_seed": diffs}
+        cells.append(f"{mu:+.2f} ± {sd:.2f}")
+    lines.append(f"| {other} − {base} (paired by seed) | " + " | ".join(cells) + " |")
+    return "\n".join(lines), summary
+
+
+def plot_metrics(per_run: dict[str, dict[int, dict[str, float]]], metrics: Sequence[str], path: Path,
+                 curves: dict[str, list[tuple[int, float]]] | None = None, title: str = "") -> None:  # fmt: skip
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(metrics) + (1 if curves else 0)
+    fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 3.4))
+    axes = np.atleast_1d(axes)
+    for ax, m in zip(axes, metrics, strict=False):
+        for i, runs in enumerate(per_run.values()):
+            vals = [runs[s][m] for s in sorted(runs)]
+            ax.scatter([i] * len(vals), vals, alpha=0.7)
+            ax.errorbar([i + 0.15], [np.mean(vals)], yerr=[np.std(vals, ddof=1) if len(vals) > 1 else 0],
+                        fmt="k_", capsize=4)  # fmt: skip
+        ax.set_xticks(range(len(per_run)), list(per_run), rotation=20)
+        ax.set_title(m)
+    if curves:
+        ax = axes[-1]
+        for label, pts in curves.items():
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, alpha=0.8)
+        ax.set_xlabel("step")
+        ax.set_title("mean λ (WEINCE)")
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_results(out_prefix: Path, table: str, summary: dict, header: str) -> None:
+    out_prefix.parent.mkdir(parents=True, exist_ok=True)
+    out_prefix.with_suffix(".md").write_text(f"{header}\n\n{table}\n")
+    out_prefix.with_suffix(".json").write_text(json.dumps(summary, indent=2))

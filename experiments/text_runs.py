@@ -1,0 +1,107 @@
+"""Seeded text runs: train each loss variant × seed with ``simcse_weince.train``, evaluate every model with
+``evaluate_sts`` (STS and optionally transfer), add alignment / uniformity, and assemble mean ± std tables.
+
+    # warm start at CPU scale (all-MiniLM-L6-v2 on ~29k Wikipedia sentences; ~5 min per run here)
+    .venv/bin/python -m experiments.text_runs --config configs/quickstart.yaml \\
+        --variants infonce weince-unit weince-ols --seeds 0 1 2 --out experiments/results/text_warmstart
+    # paper scale (GPU): see experiments/paper_scale.sh
+
+Variants: ``infonce``, ``weince-unit``, ``weince-ols``, ``weince-hill``. Finished runs are reused, so an
+interrupted experiment can be resumed by running the same command again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from experiments.common import REPO, plot_metrics, run_module, summary_table, write_results
+
+STS_COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+
+
+def variant_args(variant: str) -> list[str]:
+    loss, _, beta = variant.partition("-")
+    if loss not in ("infonce", "weince") or (loss == "weince" and beta not in ("unit", "ols", "hill")):
+        raise ValueError(f"unknown variant {variant!r}; expected infonce or weince-unit|ols|hill")
+    return ["--loss", loss] + (["--beta_mode", beta] if beta else [])
+
+
+def geometry(model_dir: Path) -> dict[str, float]:
+    from simcse_weince.diagnostics.cli import _stsb_sentences, text_geometry
+    from simcse_weince.diagnostics.scores import load_text_view_model
+    from simcse_weince.paths import senteval_root
+
+    model, tok = load_text_view_model(str(model_dir))
+    sentences, pairs = _stsb_sentences(senteval_root())
+    g = text_geometry(model, tok, sentences, pairs, seed=0)
+    return {"alignment": g["alignment"], "uniformity": g["uniformity"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--variants", nargs="+", default=["infonce", "weince-ols"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--eval_tasks", default="sts")
+    ap.add_argument("--eval_mode", default="test")
+    ap.add_argument("--runs_dir", default=None, help="default: outputs/experiments/<out name>")
+    ap.add_argument("--out", default=str(REPO / "experiments/results/text"))
+    ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
+                    help="overrides passed to every training run (must come last)")  # fmt: skip
+    args = ap.parse_args()
+    variants = {v: variant_args(v) for v in args.variants}
+    runs_dir = Path(args.runs_dir or REPO / "outputs/experiments" / Path(args.out).name)
+    per_run: dict[str, dict[int, dict[str, float]]] = {v: {} for v in variants}
+    curves: dict[str, list] = {}
+    for seed in args.seeds:
+        for v, vargs in variants.items():
+            out = runs_dir / f"{v}-seed{seed}"
+            if not (out / "results.json").is_file():
+                train_args = [args.config, *vargs, "--seed", str(seed), "--output_dir", str(out),
+                              "--disable_tqdm", "true", *args.extra]  # fmt: skip
+                run_module("simcse_weince.train", train_args, out.with_suffix(".train.log"))
+            ev = out / "eval"
+            if not (ev / f"eval_{args.eval_mode}.json").is_file():
+                eval_args = ["--model", str(out), "--tasks", args.eval_tasks, "--mode", args.eval_mode,
+                             "--output_dir", str(ev), "--no_progress"]  # fmt: skip
+                run_module("simcse_weince.evaluate", eval_args, out.with_suffix(".eval.log"))
+            report = json.loads((ev / f"eval_{args.eval_mode}.json").read_text())
+            short = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+            row = {short.get(k, k): r["spearman"]["all"] for k, r in report["sts"].items()}
+            row.update(
+                {k: r["test_acc" if args.eval_mode != "dev" else "dev_acc"] for k, r in report["transfer"].items()}
+            )
+            if report["sts_avg"] is not None:
+                row["STS avg"] = report["sts_avg"]
+            if report["transfer_avg"] is not None:
+                row["transfer avg"] = report["transfer_avg"]
+            row.update(geometry(out / "model"))
+            per_run[v][seed] = row
+            hist = json.loads((out / "results.json").read_text())
+            lam = [(e["step"], e["lambda_mean"]) for e in _log_history(out) if "lambda_mean" in e]
+            if lam:
+                curves[f"{v} seed {seed}"] = lam
+            shown = ", ".join(f"{k} {x:.3f}" for k, x in row.items())
+            print(f"{v} seed {seed}: {shown} (steps {hist['steps']})", flush=True)
+    metrics = list(next(iter(per_run[args.variants[0]].values())))
+    table, summary = summary_table(per_run, metrics, args.variants[0], args.variants[-1])
+    header = (f"Text runs: {Path(args.config).name} {' '.join(args.extra)}; variants {args.variants}; seeds "
+              f"{args.seeds}; {args.eval_mode} Spearman × 100 ('all'), accuracy, alignment / uniformity (lower is "
+              "better for both); mean ± std over seeds")  # fmt: skip
+    summary["per_run"] = {v: {str(s): r for s, r in runs.items()} for v, runs in per_run.items()}
+    prefix = Path(args.out)
+    write_results(prefix, table, summary, header)
+    plot_metrics(per_run, [m for m in metrics if m in ("STS avg", "STS-B", "alignment", "uniformity")],
+                 prefix.with_suffix(".png"), curves, header[:120])  # fmt: skip
+    print(header + "\n\n" + table)
+
+
+def _log_history(out: Path) -> list[dict]:
+    states = sorted(out.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
+    return json.loads(states[-1].read_text())["log_history"] if states else []
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""The experiment drivers end to end with tiny models and data (the paper-scale script's own code path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.common import summary_table
+from tests.vision.test_vision import _write_zip
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_summary_table_paired_difference() -> None:
+    runs = {"a": {0: {"m": 1.0}, 1: {"m": 3.0}}, "b": {0: {"m": 2.0}, 1: {"m": 6.0}}}
+    table, summary = summary_table(runs, ["m"], "a", "b")
+    assert summary["losses"]["a"]["m"]["mean"] == 2.0 and summary["losses"]["b"]["m"]["mean"] == 4.0
+    assert summary["difference"]["m"]["per_seed"] == [1.0, 3.0]
+    assert summary["difference"]["m"]["mean"] == 2.0 and summary["difference"]["m"]["std"] == pytest.approx(2**0.5)
+    assert "| b − a (paired by seed) | +2.00 ± 1.41 |" in table
+
+
+def _run(cmd: list[str]) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(900)
+def test_paper_scale_script_with_a_tiny_model(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    out = tmp_path / "paper"
+    _run(["bash", "experiments/paper_scale.sh", "--seeds", "0", "1", "--eval_tasks", "STSB,TREC", "--eval_mode",
+          "fast", "--runs_dir", str(tmp_path / "runs"), "--out", str(out), "--extra", "--model_name_or_path",
+          str(tiny_bert_dir), "--init_from_config", "true", "--train_files", str(wiki_sample),
+          "--drop_unterminated_last_line", "true", "--max_train_samples", "64", "--max_seq_length", "16",
+          "--per_device_train_batch_size", "16", "--max_steps", "2", "--eval_steps", "1", "--save_steps", "1",
+          "--eval_max_pairs", "40", "--min_tail_points", "10", "--eval_test_at_end", "false"])  # fmt: skip
+    summary = json.loads(out.with_suffix(".json").read_text())
+    assert summary["seeds"] == [0, 1] and set(summary["losses"]) == {"infonce", "weince-ols"}
+    for metric in ("STS-B", "TREC", "alignment", "uniformity"):
+        assert len(summary["difference"][metric]["per_seed"]) == 2
+    assert "weince-ols − infonce (paired by seed)" in out.with_suffix(".md").read_text()
+    assert out.with_suffix(".png").stat().st_size > 5000
+
+
+@pytest.mark.timeout(900)
+def test_vision_experiment_with_tiny_data(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    root.mkdir()
+    _write_zip(root / "cifar10_train_jpeg.zip", "train", per_class=8)
+    _write_zip(root / "cifar10_test_jpeg.zip", "test", per_class=4)
+    out = tmp_path / "vision"
+    _run([sys.executable, "-m",
+          "experiments.vision_cpu", "--seeds", "0", "1", "--runs_dir", str(tmp_path / "runs"), "--out", str(out),
+          "--extra", "--data_dir", str(root), "--train_per_class", "8", "--probe_train_per_class", "8",
+          "--probe_test_per_class", "4", "--num_train_epochs", "1", "--per_device_train_batch_size", "8",
+          "--per_device_eval_batch_size", "8", "--min_tail_points", "10", "--dataloader_num_workers", "0"])  # fmt: skip
+    summary = json.loads(out.with_suffix(".json").read_text())
+    assert set(summary["losses"]) == {"infonce", "weince"} and summary["seeds"] == [0, 1]
+    assert len(summary["difference"]["linear_probe"]["per_seed"]) == 2
