@@ -8,7 +8,7 @@ import torch
 
 from simcse_weince.losses.base import ContrastiveLoss, check_positive
 from simcse_weince.losses.distributed import all_gather_no_grad
-from simcse_weince.losses.layout import Layout, masked_cross_entropy
+from simcse_weince.losses.layout import Layout, ScoreLayout, masked_cross_entropy
 from simcse_weince.losses.stats import AnchorStatistics, anchor_statistics
 
 BETA_MODES: tuple[str, ...] = ("unit", "ols", "hill")
@@ -135,7 +135,7 @@ class WeinceLoss(ContrastiveLoss):
             "fixed_lambda": self.fixed_lambda,
         }
 
-    def statistics(self, lay) -> AnchorStatistics:
+    def statistics(self, lay: ScoreLayout) -> AnchorStatistics:
         """Stop-gradient per-anchor statistics of a :class:`ScoreLayout` (spec §3)."""
         with torch.no_grad():
             # Non-negatives (positive, self) never enter the tail; masked negatives count as s = -1.
