@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from simcse_weince.textfiles import decode_utf8
+
 logger = logging.getLogger(__name__)
 
 
@@ -50,14 +52,7 @@ def read_sentences(
     if drop_unterminated_last_line and raw and not raw.endswith(b"\n"):
         raw = raw[: raw.rfind(b"\n") + 1]
         stats.unterminated_lines_dropped += 1
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise ValueError(
-            f"{path}:{line}: invalid UTF-8 at byte {err.start} ({err.reason}); expected UTF-8 text, one "
-            "sentence per line"
-        ) from err
+    text = decode_utf8(raw, path, "UTF-8 text, one sentence per line")
     sentences = []
     for line in text.splitlines():
         s = line.strip()

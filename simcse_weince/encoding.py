@@ -168,10 +168,6 @@ def load_encoder_from_path(
         # Transformer + Pooling(cls | mean) [+ Normalize]: the same vectors through the project's own encoder,
         # which skips sentence-transformers' per-batch overhead (about 1.2x faster on CPU).
         st_pooler, normalize, st_max = plain
-        from transformers import AutoTokenizer
-
-        from simcse_weince.modeling import SimCSEModel, load_encoder
-
         model = SimCSEModel(load_encoder(str(path)), pooler=st_pooler).to(device)
         tok = AutoTokenizer.from_pretrained(str(path))
         logger.info("loaded %s (%s) through the plain-encoder path", path, _describe_modules(path))
@@ -217,11 +213,13 @@ def plain_sentence_transformer(path: Path) -> tuple[str, bool, int | None] | Non
         mode = legacy.get(enabled[0]) if len(enabled) == 1 else None
     if mode not in ("cls", "mean") or pool_cfg.get("include_prompt") is False:
         return None
-    max_len = None
     try:
-        max_len = json.loads((path / "sentence_bert_config.json").read_text()).get("max_seq_length")
+        st_cfg = json.loads((path / "sentence_bert_config.json").read_text())
     except (OSError, ValueError):
-        pass
+        st_cfg = {}
+    if st_cfg.get("do_lower_case"):  # sentence-transformers lowercases the text itself: leave it to it
+        return None
+    max_len = st_cfg.get("max_seq_length")
     return ("cls_before_pooler" if mode == "cls" else "avg"), kinds[-1] == "Normalize", max_len
 
 

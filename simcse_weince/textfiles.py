@@ -1,8 +1,19 @@
-"""Reading benchmark text files with errors that name the file, line and expected layout."""
+"""Reading text files with errors that name the file, line and expected layout."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+
+def decode_utf8(raw: bytes, path: Path, expected: str = "UTF-8 text") -> str:
+    """Decode UTF-8 (a BOM is dropped); on failure a ``ValueError`` names ``path:line`` and the byte."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}:{line}: invalid UTF-8 at byte {err.start} ({err.reason}); expected {expected}"
+        ) from err
 
 
 def read_lines(path: Path, layout_hint: str, latin1_fallback: bool = False) -> list[str]:
@@ -22,9 +33,8 @@ def read_lines(path: Path, layout_hint: str, latin1_fallback: bool = False) -> l
         raise FileNotFoundError(f"missing file {path}; expected the SentEval layout: {layout_hint}")
     raw = path.read_bytes()
     try:
-        return raw.decode("utf-8-sig").splitlines()
-    except UnicodeDecodeError as err:
+        return decode_utf8(raw, path).splitlines()
+    except ValueError:
         if latin1_fallback:
             return raw.decode("latin-1").splitlines()
-        line = raw[: err.start].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: invalid UTF-8 ({err.reason}); expected UTF-8 text") from err
+        raise
