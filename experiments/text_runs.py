@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from experiments.common import REPO, plot_metrics, run_module, summary_table, write_results
+from simcse_weince.evaluation.runner import STS_SHORT
 
 STS_COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 
@@ -68,8 +69,7 @@ def main() -> None:
                              "--output_dir", str(ev), "--no_progress"]  # fmt: skip
                 run_module("simcse_weince.evaluate", eval_args, out.with_suffix(".eval.log"))
             report = json.loads((ev / f"eval_{args.eval_mode}.json").read_text())
-            short = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
-            row = {short.get(k, k): r["spearman"]["all"] for k, r in report["sts"].items()}
+            row = {STS_SHORT.get(k, k): r["spearman"]["all"] for k, r in report["sts"].items()}
             row.update(
                 {k: r["test_acc" if args.eval_mode != "dev" else "dev_acc"] for k, r in report["transfer"].items()}
             )
