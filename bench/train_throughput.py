@@ -10,6 +10,13 @@ variants are run in rotating order ``--repeats`` times, and the medians are prin
 sentences/s counts training sentences (each sentence is one SimCSE example with two views). Peak memory is
 the subprocess's peak resident set (CPU) or ``torch.cuda.max_memory_allocated`` (GPU). Training time is the
 Trainer's own ``train_runtime`` (model loading and tokenisation of the whole set excluded for both).
+
+Where the time goes: ``--profile N`` runs each variant once under ``torch.profiler`` for N steps (after the
+first 3) and splits the wall time per step into data (collation, and tokenisation for sentence-transformers,
+which tokenises in its collator), encoder forward, loss, backward, gradient clipping, optimizer, and the rest
+(Python and Trainer bookkeeping between profiled ops), plus the top operators by self time:
+
+    .venv/bin/python bench/train_throughput.py --steps 12 --profile 8
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -47,11 +56,95 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_variant(variant: str, model_dir: str, data: str, steps: int, batch: int, max_len: int, out: str) -> dict:
+PROFILE_WARMUP = 3
+
+
+class StepProfiler:
+    """A TrainerCallback that profiles from the end of step ``PROFILE_WARMUP`` to the end of step
+    ``PROFILE_WARMUP + steps``: exactly ``steps`` whole iterations of the training loop."""
+
+    def __init__(self, steps: int) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        self.steps = steps
+        self.prof = profile(activities=[ProfilerActivity.CPU])
+        self.t0 = 0.0
+        self.wall = 0.0
+
+    def as_callback(self) -> Any:  # a transformers.TrainerCallback, imported lazily
+        from transformers import TrainerCallback
+
+        outer = self
+
+        class _Callback(TrainerCallback):
+            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+                import time
+
+                if state.global_step == PROFILE_WARMUP:
+                    outer.t0 = time.perf_counter()
+                    outer.prof.start()
+                elif state.global_step == PROFILE_WARMUP + outer.steps:
+                    outer.prof.stop()
+                    outer.wall = time.perf_counter() - outer.t0
+                return control
+
+        return _Callback()
+
+    def breakdown(self) -> dict:
+        """Milliseconds per step by phase, from the top-level profiler events (``cpu_parent is None``)."""
+        phases = dict.fromkeys(("data", "encoder forward", "loss", "backward", "grad clip", "optimizer"), 0.0)
+        for ev in self.prof.events():
+            if ev.cpu_parent is not None:
+                continue
+            name = ev.name
+            if "DataLoader" in name:
+                key = "data"
+            elif name == "loss":
+                key = "loss"
+            elif name.startswith("autograd::engine"):
+                key = "backward"
+            elif name.startswith("Optimizer."):
+                key = "optimizer"
+            elif "_foreach" in name or "clip_grad" in name:
+                key = "grad clip"
+            else:
+                key = "encoder forward"
+            phases[key] += ev.cpu_time_total / 1e3
+        per_step = {k: v / self.steps for k, v in phases.items()}
+        per_step["rest (Python, Trainer)"] = self.wall * 1e3 / self.steps - sum(per_step.values())
+        per_step["total"] = self.wall * 1e3 / self.steps
+        top = sorted(self.prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:8]
+        return {"phases_ms": per_step, "top_ops_ms": {e.key: e.self_cpu_time_total / 1e3 / self.steps for e in top}}
+
+
+def _label_loss(fn: Callable) -> Callable:
+    """Wrap a loss function so its work shows up as one ``loss`` event in the profile."""
+
+    def wrapped(*a: Any, **k: Any) -> Any:
+        with torch.profiler.record_function("loss"):
+            return fn(*a, **k)
+
+    return wrapped
+
+
+def run_variant(
+    variant: str, model_dir: str, data: str, steps: int, batch: int, max_len: int, out: str, profile: int = 0
+) -> dict:
     n = steps * batch
+    profiler = StepProfiler(profile) if profile else None
     if variant.startswith("ours"):
+        import simcse_weince.train as train_module
         from simcse_weince.train import run
 
+        if profiler is not None:
+            base_trainer = train_module.SimCSETrainer
+
+            class ProfiledTrainer(base_trainer):
+                def __init__(self, *a: Any, **k: Any) -> None:
+                    k["loss"].forward = _label_loss(k["loss"].forward)
+                    super().__init__(*a, callbacks=[profiler.as_callback()], **k)
+
+            train_module.SimCSETrainer = ProfiledTrainer
         res = run(["--model_name_or_path", model_dir, "--pooler", "cls", "--train_files", data,
                    "--drop_unterminated_last_line", "true", "--max_train_samples", str(n),
                    "--max_seq_length", str(max_len), "--per_device_train_batch_size", str(batch),
@@ -77,9 +170,16 @@ def run_variant(variant: str, model_dir: str, data: str, steps: int, batch: int,
                     save_strategy="no", report_to="none", disable_tqdm=True, logging_steps=10,
                     dataloader_num_workers=0)  # fmt: skip
         loss = MultipleNegativesRankingLoss(model, scale=20.0)  # τ = 0.05
-        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss)
+        callbacks = None
+        if profiler is not None:
+            loss.compute_loss_from_embeddings = _label_loss(loss.compute_loss_from_embeddings)
+            callbacks = [profiler.as_callback()]
+        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss, callbacks=callbacks)
         seconds = trainer.train().metrics["train_runtime"]
-    return {"variant": variant, "seconds": seconds, "sentences_per_s": n / seconds, "peak_mb": peak_memory_mb()}
+    res = {"variant": variant, "seconds": seconds, "sentences_per_s": n / seconds, "peak_mb": peak_memory_mb()}
+    if profiler is not None:
+        res.update(profiler.breakdown())
+    return res
 
 
 def main() -> None:
@@ -93,29 +193,40 @@ def main() -> None:
     ap.add_argument(
         "--data", default=str(REPO.parent / "shared/data/wiki1m_sample/wiki1m_for_simcse.head1280000bytes.txt")
     )
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="profile N steps of each variant (one run each) instead of measuring throughput")  # fmt: skip
     ap.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # child mode
     ap.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.variant:
         with tempfile.TemporaryDirectory() as out:
-            res = run_variant(args.variant, args.model_dir, args.data, args.steps, args.batch, args.max_len, out)
+            res = run_variant(
+                args.variant, args.model_dir, args.data, args.steps, args.batch, args.max_len, out, args.profile
+            )
         print("RESULT " + json.dumps(res))
         return
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "bert"
         make_model(model_dir, args.layers, args.hidden)
         results: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+        if args.profile:
+            if args.steps < PROFILE_WARMUP + args.profile:
+                raise SystemExit(f"--steps must be >= {PROFILE_WARMUP} + --profile ({args.profile})")
+            args.repeats = 1
         for r in range(args.repeats):
             for v in VARIANTS[r % 3 :] + VARIANTS[: r % 3]:
                 cmd = [sys.executable, __file__, "--variant", v, "--model-dir", str(model_dir),
                        "--steps", str(args.steps), "--batch", str(args.batch), "--max-len", str(args.max_len),
-                       "--data", args.data]  # fmt: skip
+                       "--data", args.data, "--profile", str(args.profile)]  # fmt: skip
                 env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
                 line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
                 if proc.returncode != 0 or not line:
                     raise SystemExit(f"variant {v} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
                 results[v].append(json.loads(line[0][7:]))
+    if args.profile:
+        print_profile(results, args)
+        return
     print(f"BERT L{args.layers}/H{args.hidden} from config, batch {args.batch}, max_len {args.max_len}, "
           f"{args.steps} steps, {args.repeats} runs each, torch threads {torch.get_num_threads()}")  # fmt: skip
     base = statistics.median(x["sentences_per_s"] for x in results["st-mnrl"])
@@ -125,6 +236,18 @@ def main() -> None:
         mem = statistics.median(x["peak_mb"] for x in results[v])
         print(f"{v:<14}{sps:>12.1f}{mem:>10.0f}{sps / base:>11.2f}x")
     print("target: ours >= 1.2x sentence-transformers' throughput")
+
+
+def print_profile(results: dict[str, list[dict]], args: argparse.Namespace) -> None:
+    print(f"ms per step, {args.profile} profiled steps after {PROFILE_WARMUP}; BERT L{args.layers}/H{args.hidden}, "
+          f"batch {args.batch}, max_len {args.max_len}, torch threads {torch.get_num_threads()}")  # fmt: skip
+    phases = list(results[VARIANTS[0]][0]["phases_ms"])
+    print(f"{'phase':<24}" + "".join(f"{v:>14}" for v in VARIANTS))
+    for ph in phases:
+        print(f"{ph:<24}" + "".join(f"{results[v][0]['phases_ms'][ph]:>14.1f}" for v in VARIANTS))
+    for v in VARIANTS:
+        ops = ", ".join(f"{k} {ms:.1f}" for k, ms in results[v][0]["top_ops_ms"].items())
+        print(f"top ops by self time, {v} (ms/step): {ops}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 from transformers import TrainingArguments
@@ -81,6 +81,9 @@ class DataArguments:
     model_card_note: str = field(default="", metadata={"help": "A paragraph added to the model card."})
 
 
+_NOT_WEINCE_KWARGS = frozenset({"loss", "mask_duplicates", "beta_min", "beta_max"})
+
+
 @dataclass
 class LossArguments:
     loss: str = field(default="weince", metadata={"help": "weince | infonce"})
@@ -101,25 +104,13 @@ class LossArguments:
     mask_duplicates: bool = field(default=True, metadata={"help": "Identical sentences are not negatives."})
 
     def build(self, layout: str = "simcse") -> InfoNCELoss | WeinceLoss:
+        """The loss module: every field except ``loss``, ``mask_duplicates`` and the β clamp pair is passed
+        to the loss constructor under its own name."""
         if self.loss == "infonce":
             return InfoNCELoss(self.temperature, layout=layout, gather_across_devices=self.gather_across_devices)
         if self.loss == "weince":
-            return WeinceLoss(
-                self.temperature,
-                layout=layout,
-                beta_mode=self.beta_mode,
-                beta_clamp=(self.beta_min, self.beta_max),
-                min_tail_points=self.min_tail_points,
-                tail_frac=self.tail_frac,
-                burn=self.burn,
-                q=self.q,
-                kappa_rho=self.kappa_rho,
-                kappa_aic=self.kappa_aic,
-                margin=self.margin,
-                eps=self.eps,
-                fixed_lambda=self.fixed_lambda,
-                gather_across_devices=self.gather_across_devices,
-            )
+            kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_WEINCE_KWARGS}
+            return WeinceLoss(layout=layout, beta_clamp=(self.beta_min, self.beta_max), **kwargs)
         raise ValueError(f"loss must be 'weince' or 'infonce', got {self.loss!r}")
 
 

@@ -54,15 +54,13 @@ def test_shipped_configs_parse(name: str, tmp_path: Path) -> None:
 
 
 def test_loss_arguments_reach_the_loss() -> None:
-    loss = LossArguments(beta_mode="unit", beta_min=1.0, beta_max=4.0, q=0.3, kappa_rho=5.0, burn=2).build()
-    cfg = loss.get_config_dict()
-    assert (cfg["beta_mode"], cfg["beta_clamp"], cfg["q"], cfg["kappa_rho"], cfg["burn"]) == (
-        "unit",
-        [1.0, 4.0],
-        0.3,
-        5.0,
-        2,
-    )
+    # every knob set away from its default must arrive in the loss under its own name
+    values = dict(beta_mode="unit", beta_min=1.0, beta_max=4.0, min_tail_points=8, tail_frac=0.2, burn=2, q=0.3,
+                  kappa_rho=5.0, kappa_aic=2.0, margin=1.5, eps=1e-5, fixed_lambda=0.25, temperature=0.1,
+                  gather_across_devices=False)  # fmt: skip
+    cfg = LossArguments(**values).build("ntxent").get_config_dict()
+    expected = {k: v for k, v in values.items() if k not in ("beta_min", "beta_max")}
+    assert cfg == expected | {"beta_clamp": [1.0, 4.0], "layout": "ntxent"}
     with pytest.raises(ValueError, match="loss must be"):
         LossArguments(loss="nce").build()
 
