@@ -30,11 +30,12 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
 
 
 def summary_table(
-    per_run: dict[str, dict[int, dict[str, float]]], metrics: Sequence[str], base: str, other: str
+    per_run: dict[str, dict[int, dict[str, float]]], metrics: Sequence[str], base: str
 ) -> tuple[str, dict]:
-    """Markdown table of mean ± std per loss and of the paired per-seed difference ``other − base``."""
-    seeds = sorted(set(per_run[base]) & set(per_run[other]))
-    summary: dict = {"seeds": seeds, "losses": {}, "difference": {}}
+    """Markdown table of mean ± std per variant and of the paired per-seed difference ``other − base`` for
+    every other variant (seeds common to all variants)."""
+    seeds = sorted(set.intersection(*(set(runs) for runs in per_run.values())))
+    summary: dict = {"seeds": seeds, "base": base, "losses": {}, "difference": {}}
     lines = ["| loss | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
     for loss, runs in per_run.items():
         cells = []
@@ -43,13 +44,16 @@ def summary_table(
             summary["losses"].setdefault(loss, {})[m] = {"mean": mu, "std": sd, "runs": [runs[s][m] for s in seeds]}
             cells.append(f"{mu:.2f} ± {sd:.2f}")
         lines.append(f"| {loss} | " + " | ".join(cells) + " |")
-    cells = []
-    for m in metrics:
-        diffs = [per_run[other][s][m] - per_run[base][s][m] for s in seeds]
-        mu, sd = mean_std(diffs)
-        summary["difference"][m] = {"mean": mu, "std": sd, "per_seed": diffs}
-        cells.append(f"{mu:+.2f} ± {sd:.2f}")
-    lines.append(f"| {other} − {base} (paired by seed) | " + " | ".join(cells) + " |")
+    for other in per_run:
+        if other == base:
+            continue
+        cells = []
+        for m in metrics:
+            diffs = [per_run[other][s][m] - per_run[base][s][m] for s in seeds]
+            mu, sd = mean_std(diffs)
+            summary["difference"].setdefault(other, {})[m] = {"mean": mu, "std": sd, "per_seed": diffs}
+            cells.append(f"{mu:+.2f} ± {sd:.2f}")
+        lines.append(f"| {other} − {base} (paired by seed) | " + " | ".join(cells) + " |")
     return "\n".join(lines), summary
 
 

@@ -29,7 +29,10 @@ def variant_args(variant: str) -> list[str]:
     return ["--loss", loss] + (["--beta_mode", beta] if beta else [])
 
 
-def geometry(model_dir: Path) -> dict[str, float]:
+def geometry(model_dir: Path, cache: Path) -> dict[str, float]:
+    """Alignment and uniformity of the exported model on STS-B (see ``simcse-diagnose``); kept in ``cache``."""
+    if cache.is_file():
+        return json.loads(cache.read_text())
     from simcse_weince.diagnostics.cli import _stsb_sentences, text_geometry
     from simcse_weince.diagnostics.scores import load_text_view_model
     from simcse_weince.paths import senteval_root
@@ -37,7 +40,9 @@ def geometry(model_dir: Path) -> dict[str, float]:
     model, tok = load_text_view_model(str(model_dir))
     sentences, pairs = _stsb_sentences(senteval_root())
     g = text_geometry(model, tok, sentences, pairs, seed=0)
-    return {"alignment": g["alignment"], "uniformity": g["uniformity"]}
+    result = {"alignment": g["alignment"], "uniformity": g["uniformity"]}
+    cache.write_text(json.dumps(result))
+    return result
 
 
 def main() -> None:
@@ -77,7 +82,7 @@ def main() -> None:
                 row["STS avg"] = report["sts_avg"]
             if report["transfer_avg"] is not None:
                 row["transfer avg"] = report["transfer_avg"]
-            row.update(geometry(out / "model"))
+            row.update(geometry(out / "model", ev / "geometry.json"))
             per_run[v][seed] = row
             hist = json.loads((out / "results.json").read_text())
             lam = [(e["step"], e["lambda_mean"]) for e in _log_history(out) if "lambda_mean" in e]
@@ -86,7 +91,7 @@ def main() -> None:
             shown = ", ".join(f"{k} {x:.3f}" for k, x in row.items())
             print(f"{v} seed {seed}: {shown} (steps {hist['steps']})", flush=True)
     metrics = list(next(iter(per_run[args.variants[0]].values())))
-    table, summary = summary_table(per_run, metrics, args.variants[0], args.variants[-1])
+    table, summary = summary_table(per_run, metrics, args.variants[0])
     header = (f"Text runs: {Path(args.config).name} {' '.join(args.extra)}; variants {args.variants}; seeds "
               f"{args.seeds}; {args.eval_mode} Spearman × 100 ('all'), accuracy, alignment / uniformity (lower is "
               "better for both); mean ± std over seeds")  # fmt: skip

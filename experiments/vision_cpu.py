@@ -43,7 +43,7 @@ def main() -> None:
             if res.get("lambda_curve"):
                 curves[f"{loss} seed {seed}"] = res["lambda_curve"]
             print(f"{loss} seed {seed}: " + ", ".join(f"{m} {res['after'][m]:.2f}" for m in METRICS), flush=True)
-    table, summary = summary_table(per_run, METRICS, args.losses[0], args.losses[-1])
+    table, summary = summary_table(per_run, METRICS, args.losses[0])
     header = (f"SimCLR at CPU scale ({Path(args.config).name} {' '.join(args.extra)}), seeds {args.seeds}: "
               "accuracy / recall × 100 on the probe sets, mean ± std over seeds")  # fmt: skip
     prefix = Path(args.out)

@@ -17,12 +17,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_summary_table_paired_difference() -> None:
-    runs = {"a": {0: {"m": 1.0}, 1: {"m": 3.0}}, "b": {0: {"m": 2.0}, 1: {"m": 6.0}}}
-    table, summary = summary_table(runs, ["m"], "a", "b")
+    runs = {
+        "a": {0: {"m": 1.0}, 1: {"m": 3.0}},
+        "b": {0: {"m": 2.0}, 1: {"m": 6.0}},
+        "c": {0: {"m": 0.0}, 1: {"m": 3.0}, 2: {"m": 9.0}},  # seed 2 is not common to all: left out
+    }
+    table, summary = summary_table(runs, ["m"], "a")
+    assert summary["seeds"] == [0, 1] and summary["base"] == "a"
     assert summary["losses"]["a"]["m"]["mean"] == 2.0 and summary["losses"]["b"]["m"]["mean"] == 4.0
-    assert summary["difference"]["m"]["per_seed"] == [1.0, 3.0]
-    assert summary["difference"]["m"]["mean"] == 2.0 and summary["difference"]["m"]["std"] == pytest.approx(2**0.5)
+    assert summary["difference"]["b"]["m"]["per_seed"] == [1.0, 3.0]
+    assert summary["difference"]["b"]["m"]["mean"] == 2.0
+    assert summary["difference"]["b"]["m"]["std"] == pytest.approx(2**0.5)
+    assert summary["difference"]["c"]["m"]["per_seed"] == [-1.0, 0.0] and "a" not in summary["difference"]
     assert "| b − a (paired by seed) | +2.00 ± 1.41 |" in table
+    assert "| c − a (paired by seed) | -0.50 ± 0.71 |" in table
 
 
 def _run(cmd: list[str]) -> None:
@@ -43,7 +51,7 @@ def test_paper_scale_script_with_a_tiny_model(tiny_bert_dir: Path, wiki_sample: 
     summary = json.loads(out.with_suffix(".json").read_text())
     assert summary["seeds"] == [0, 1] and set(summary["losses"]) == {"infonce", "weince-ols"}
     for metric in ("STS-B", "TREC", "alignment", "uniformity"):
-        assert len(summary["difference"][metric]["per_seed"]) == 2
+        assert len(summary["difference"]["weince-ols"][metric]["per_seed"]) == 2
     assert "weince-ols − infonce (paired by seed)" in out.with_suffix(".md").read_text()
     assert out.with_suffix(".png").stat().st_size > 5000
 
