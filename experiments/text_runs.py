@@ -85,7 +85,7 @@ def main() -> None:
             row.update(geometry(out / "model", ev / "geometry.json"))
             per_run[v][seed] = row
             hist = json.loads((out / "results.json").read_text())
-            lam = [(e["step"], e["lambda_mean"]) for e in _log_history(out) if "lambda_mean" in e]
+            lam = hist.get("lambda_curve")  # (step, mean λ) at every logging step; none for InfoNCE
             if lam:
                 curves[f"{v} seed {seed}"] = lam
             shown = ", ".join(f"{k} {x:.3f}" for k, x in row.items())
@@ -101,11 +101,6 @@ def main() -> None:
     plot_metrics(per_run, [m for m in metrics if m in ("STS avg", "STS-B", "alignment", "uniformity")],
                  prefix.with_suffix(".png"), curves, header[:120])  # fmt: skip
     print(header + "\n\n" + table)
-
-
-def _log_history(out: Path) -> list[dict]:
-    states = sorted(out.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    return json.loads(states[-1].read_text())["log_history"] if states else []
 
 
 if __name__ == "__main__":

@@ -144,7 +144,8 @@ def run(argv: Sequence[str]) -> dict:
     results["after"]["stsb_dev"] = score(sts_dev)
     if sts_test is not None:
         results["after"]["stsb_test"] = score(sts_test)
-    lam = [e["lambda_mean"] for e in trainer.state.log_history if "lambda_mean" in e]
+    lam_curve = [(e["step"], e["lambda_mean"]) for e in trainer.state.log_history if "lambda_mean" in e]
+    lam = [v for _, v in lam_curve]
     results.update(
         steps=trainer.state.global_step,
         world_size=training_args.world_size,
@@ -154,6 +155,7 @@ def run(argv: Sequence[str]) -> dict:
         train_seconds_trainer=train_out.metrics.get("train_runtime"),
         train_loss=train_out.training_loss,
         mean_lambda=sum(lam) / len(lam) if lam else None,
+        lambda_curve=lam_curve,
         text=stats.to_dict(),
         loss=loss.get_config_dict() | {"name": loss_args.loss},
         model=model_args.model_name_or_path,

@@ -63,6 +63,7 @@ def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) 
         assert {"lambda_mean", "lambda_frac_gt_half", "beta_mean", "duplicates_masked_per_step"} <= set(e)
         assert 0 <= e["lambda_mean"] <= 1
     assert sum(e["duplicates_masked_per_step"] for e in train_logs) > 0
+    assert results["lambda_curve"] == [(e["step"], e["lambda_mean"]) for e in train_logs]
     # Best checkpoint by STS-B dev was kept and its score reproduced by the exported model.
     best = max(e["eval_stsb_spearman"] for e in evals)
     assert results["best_dev_during_training"] == pytest.approx(best)

@@ -70,4 +70,4 @@ def test_vision_experiment_with_tiny_data(tmp_path: Path) -> None:
           "--per_device_eval_batch_size", "8", "--min_tail_points", "10", "--dataloader_num_workers", "0"])  # fmt: skip
     summary = json.loads(out.with_suffix(".json").read_text())
     assert set(summary["losses"]) == {"infonce", "weince"} and summary["seeds"] == [0, 1]
-    assert len(summary["difference"]["linear_probe"]["per_seed"]) == 2
+    assert len(summary["difference"]["weince"]["linear_probe"]["per_seed"]) == 2
