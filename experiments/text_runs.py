@@ -1,7 +1,7 @@
 """Seeded text runs: train each loss variant × seed with ``simcse_weince.train``, evaluate every model with
 ``evaluate_sts`` (STS and optionally transfer), add alignment / uniformity, and assemble mean ± std tables.
 
-    # warm start at CPU scale (all-MiniLM-L6-v2 on ~29k Wikipedia sentences; ~5 min per run here)
+    # warm start at CPU scale (all-MiniLM-L6-v2 on ~29k Wikipedia sentences; 5.5 min per run, 50 min in all here)
     .venv/bin/python -m experiments.text_runs --config configs/quickstart.yaml \\
         --variants infonce weince-unit weince-ols --seeds 0 1 2 --out experiments/results/text_warmstart
     # paper scale (GPU): see experiments/paper_scale.sh

@@ -5,7 +5,7 @@
 Each (loss, seed) is a full run of the vision quickstart recipe (slim ResNet-18, 5,000-image class-balanced
 CIFAR-10 subset from the JPEG zips, 14 epochs, batch 128, τ 0.5); both losses share every seed, hence the same
 initial weights and data order. Writes ``experiments/results/vision_cpu.{md,json,png}`` with mean ± std per loss
-and the paired difference. Time: about 7.5 min per run on 2 CPU cores (45 min for 3 seeds).
+and the paired difference. Time: 8–9 min per run on 2 idle CPU cores (about 50 min for 2 losses × 3 seeds).
 """
 
 from __future__ import annotations
