@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from experiments.common import summary_table
-from tests.vision.test_vision import _write_zip
+from tests.vision.fake_cifar import write_cifar10_zips
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,10 +58,7 @@ def test_paper_scale_script_with_a_tiny_model(tiny_bert_dir: Path, wiki_sample: 
 
 @pytest.mark.timeout(900)
 def test_vision_experiment_with_tiny_data(tmp_path: Path) -> None:
-    root = tmp_path / "data"
-    root.mkdir()
-    _write_zip(root / "cifar10_train_jpeg.zip", "train", per_class=8)
-    _write_zip(root / "cifar10_test_jpeg.zip", "test", per_class=4)
+    root = write_cifar10_zips(tmp_path / "data")
     out = tmp_path / "vision"
     _run([sys.executable, "-m",
           "experiments.vision_cpu", "--seeds", "0", "1", "--runs_dir", str(tmp_path / "runs"), "--out", str(out),

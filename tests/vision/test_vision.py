@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import zipfile
 from pathlib import Path
@@ -10,25 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
 from simcse_weince.vision.backbones import build_backbone
 from simcse_weince.vision.data import Indexed, ZipImageFolder, balanced_subset, collate
 from simcse_weince.vision.evaluation import knn_accuracy, knn_predict, linear_probe, recall_at_k
 from simcse_weince.vision.model import SimCLRModel
-
-
-def _write_zip(path: Path, split: str, per_class: int = 4, classes=("cat", "dog"), size: int = 32) -> Path:
-    rng = np.random.default_rng(0)
-    with zipfile.ZipFile(path, "a") as z:
-        for ci, c in enumerate(classes):
-            for i in range(per_class):
-                arr = (rng.random((size, size, 3)) * 60 + ci * 150).astype(np.uint8)  # class = brightness
-                buf = io.BytesIO()
-                Image.fromarray(arr).save(buf, format="JPEG")
-                z.writestr(f"{split}/{c}/{i:04d}.jpg", buf.getvalue())
-    return path
+from tests.vision.fake_cifar import write_cifar10_zips, write_zip
 
 
 def test_backbone_shapes_and_cifar_stem() -> None:
@@ -87,7 +74,7 @@ def test_zip_reader_real_cifar(shared_data: Path) -> None:
 
 
 def test_zip_reader_errors_name_the_bad_member(tmp_path: Path) -> None:
-    zp = _write_zip(tmp_path / "d.zip", "train")
+    zp = write_zip(tmp_path / "d.zip", "train")
     with zipfile.ZipFile(zp, "a") as z:
         z.writestr("train/dog/9999.jpg", b"definitely not a jpeg")
     ds = ZipImageFolder(zp, "train")
@@ -147,7 +134,7 @@ def test_recall_at_k_hand_example() -> None:
 def test_indexed_and_collate(tmp_path: Path) -> None:
     from simcse_weince.vision.augment import TwoViews, eval_transform, simclr_transform
 
-    ds = ZipImageFolder(_write_zip(tmp_path / "d.zip", "train"), "train")
+    ds = ZipImageFolder(write_zip(tmp_path / "d.zip", "train"), "train")
     two = Indexed(ds, [0, 5], TwoViews(simclr_transform("cifar10_zip", 32)))
     batch = collate([two[0], two[1]])
     assert batch["pixel_values"].shape == (2, 2, 3, 32, 32) and batch["labels"].tolist() == [0, 1]
@@ -159,10 +146,7 @@ def test_indexed_and_collate(tmp_path: Path) -> None:
 def test_tiny_training_run(tmp_path: Path) -> None:
     from simcse_weince.vision.train import run
 
-    root = tmp_path / "data"
-    root.mkdir()
-    _write_zip(root / "cifar10_train_jpeg.zip", "train", per_class=8)
-    _write_zip(root / "cifar10_test_jpeg.zip", "test", per_class=4)
+    root = write_cifar10_zips(tmp_path / "data")
     out = tmp_path / "run"
     results = run(["--backbone", "resnet18_slim", "--dataset", "cifar10_zip", "--data_dir", str(root),
                    "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
@@ -206,10 +190,7 @@ def test_two_process_run_with_sync_batchnorm(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    root = tmp_path / "data"
-    root.mkdir()
-    _write_zip(root / "cifar10_train_jpeg.zip", "train", per_class=8)
-    _write_zip(root / "cifar10_test_jpeg.zip", "test", per_class=4)
+    root = write_cifar10_zips(tmp_path / "data")
     out = tmp_path / "run"
     repo = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
@@ -238,10 +219,7 @@ def test_diagnostics_on_a_vision_run(tmp_path: Path) -> None:
     from simcse_weince.diagnostics.cli import run as diagnose
     from simcse_weince.vision.train import run
 
-    root = tmp_path / "data"
-    root.mkdir()
-    _write_zip(root / "cifar10_train_jpeg.zip", "train", per_class=8)
-    _write_zip(root / "cifar10_test_jpeg.zip", "test", per_class=16)
+    root = write_cifar10_zips(tmp_path / "data", test_per_class=16)
     out = tmp_path / "run"
     run(["--backbone", "resnet18_slim", "--data_dir", str(root), "--per_device_train_batch_size", "8",
          "--num_train_epochs", "1", "--temperature", "0.5", "--min_tail_points", "10", "--output_dir", str(out),
