@@ -9,7 +9,7 @@ The YAML keys are the fields of the model, data, loss and training argument grou
 
 from __future__ import annotations
 
-from simcse_weince.train import main
+from simcse_weince.text.train import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -17,11 +17,11 @@ import time
 
 import torch
 
-from simcse_weince.encoding import load_encoder_from_path
 from simcse_weince.evaluation.runner import run_evaluation
 from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import load_stsb
 from simcse_weince.paths import resolve_model_path, senteval_root
+from simcse_weince.text.encoder import load_text_encoder
 
 
 def main() -> None:
@@ -38,8 +38,8 @@ def main() -> None:
     root = senteval_root()
     task = load_stsb(root, "test")
     sub = task.subsets[0]
-    ours_enc = load_encoder_from_path(path, device="cpu")
-    ours_bf16 = load_encoder_from_path(path, device="cpu", precision="bf16")
+    ours_enc = load_text_encoder(path, device="cpu")
+    ours_bf16 = load_text_encoder(path, device="cpu", precision="bf16")
     st = SentenceTransformer(path, device="cpu")
     st_eval = EmbeddingSimilarityEvaluator(sub.sentences1, sub.sentences2, sub.scores, write_csv=False)
     print(f"model {args.model} · STS-B test {len(sub)} pairs · torch threads {torch.get_num_threads()}")
@@ -63,7 +63,7 @@ def main() -> None:
 
     if not args.skip_suite:
         t0 = time.perf_counter()
-        report = run_evaluation(load_encoder_from_path(path, device="cpu"), args.model, "sts", "test", root)
+        report = run_evaluation(load_text_encoder(path, device="cpu"), args.model, "sts", "test", root)
         total = time.perf_counter() - t0
         scores = " ".join(f"{k} {v:.2f}" for k, v in report.sts_scores().items())
         print(f"\nfull STS suite (7 tasks, fresh encoder cache): {total:.1f} s (target <= 90 s)\n  {scores}")

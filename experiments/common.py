@@ -57,8 +57,13 @@ def summary_table(
     return "\n".join(lines), summary
 
 
-def plot_metrics(per_run: dict[str, dict[int, dict[str, float]]], metrics: Sequence[str], path: Path,
-                 curves: dict[str, list[tuple[int, float]]] | None = None, title: str = "") -> None:  # fmt: skip
+def plot_metrics(
+    per_run: dict[str, dict[int, dict[str, float]]],
+    metrics: Sequence[str],
+    path: Path,
+    curves: dict[str, list[tuple[int, float]]] | None = None,
+    title: str = "",
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,8 +76,9 @@ def plot_metrics(per_run: dict[str, dict[int, dict[str, float]]], metrics: Seque
         for i, runs in enumerate(per_run.values()):
             vals = [runs[s][m] for s in sorted(runs)]
             ax.scatter([i] * len(vals), vals, alpha=0.7)
-            ax.errorbar([i + 0.15], [np.mean(vals)], yerr=[np.std(vals, ddof=1) if len(vals) > 1 else 0],
-                        fmt="k_", capsize=4)  # fmt: skip
+            ax.errorbar(
+                [i + 0.15], [np.mean(vals)], yerr=[np.std(vals, ddof=1) if len(vals) > 1 else 0], fmt="k_", capsize=4
+            )
         ax.set_xticks(range(len(per_run)), list(per_run), rotation=20)
         ax.set_title(m)
     if curves:

@@ -1,4 +1,4 @@
-"""Seeded text runs: train each loss variant × seed with ``simcse_weince.train``, evaluate every model with
+"""Seeded text runs: train each loss variant × seed with ``simcse_weince.text.train``, evaluate every model with
 ``evaluate_sts`` (STS and optionally transfer), add alignment / uniformity, and assemble mean ± std tables.
 
     # warm start at CPU scale (all-MiniLM-L6-v2 on ~29k Wikipedia sentences; 5.5 min per run, 50 min in all here)
@@ -33,12 +33,13 @@ def geometry(model_dir: Path, cache: Path) -> dict[str, float]:
     """Alignment and uniformity of the exported model on STS-B (see ``simcse-diagnose``); kept in ``cache``."""
     if cache.is_file():
         return json.loads(cache.read_text())
-    from simcse_weince.diagnostics.cli import _stsb_sentences, text_geometry
-    from simcse_weince.diagnostics.scores import load_text_view_model
+    from simcse_weince.diagnostics.cli import stsb_sentences_and_pairs, text_geometry
     from simcse_weince.paths import senteval_root
+    from simcse_weince.text.checkpoint import load_text_checkpoint
 
-    model, tok = load_text_view_model(str(model_dir))
-    sentences, pairs = _stsb_sentences(senteval_root())
+    ckpt = load_text_checkpoint(str(model_dir))
+    model, tok = ckpt.model, ckpt.tokenizer
+    sentences, pairs = stsb_sentences_and_pairs(senteval_root())
     g = text_geometry(model, tok, sentences, pairs, seed=0)
     result = {"alignment": g["alignment"], "uniformity": g["uniformity"]}
     cache.write_text(json.dumps(result))
@@ -54,8 +55,9 @@ def main() -> None:
     ap.add_argument("--eval_mode", default="test")
     ap.add_argument("--runs_dir", default=None, help="default: outputs/experiments/<out name>")
     ap.add_argument("--out", default=str(REPO / "experiments/results/text"))
-    ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
-                    help="overrides passed to every training run (must come last)")  # fmt: skip
+    ap.add_argument(
+        "--extra", nargs=argparse.REMAINDER, default=[], help="overrides passed to every training run (must come last)"
+    )
     args = ap.parse_args()
     variants = {v: variant_args(v) for v in args.variants}
     runs_dir = Path(args.runs_dir or REPO / "outputs/experiments" / Path(args.out).name)
@@ -65,14 +67,32 @@ def main() -> None:
         for v, vargs in variants.items():
             out = runs_dir / f"{v}-seed{seed}"
             if not (out / "results.json").is_file():
-                train_args = [args.config, *vargs, "--seed", str(seed), "--output_dir", str(out),
-                              "--disable_tqdm", "true", *args.extra]  # fmt: skip
-                run_module("simcse_weince.train", train_args, out.with_suffix(".train.log"))
+                train_args = [
+                    args.config,
+                    *vargs,
+                    "--seed",
+                    str(seed),
+                    "--output_dir",
+                    str(out),
+                    "--disable_tqdm",
+                    "true",
+                    *args.extra,
+                ]
+                run_module("simcse_weince.text.train", train_args, out.with_suffix(".train.log"))
             ev = out / "eval"
             if not (ev / f"eval_{args.eval_mode}.json").is_file():
-                eval_args = ["--model", str(out), "--tasks", args.eval_tasks, "--mode", args.eval_mode,
-                             "--output_dir", str(ev), "--no_progress"]  # fmt: skip
-                run_module("simcse_weince.evaluate", eval_args, out.with_suffix(".eval.log"))
+                eval_args = [
+                    "--model",
+                    str(out),
+                    "--tasks",
+                    args.eval_tasks,
+                    "--mode",
+                    args.eval_mode,
+                    "--output_dir",
+                    str(ev),
+                    "--no_progress",
+                ]
+                run_module("simcse_weince.evaluation.cli", eval_args, out.with_suffix(".eval.log"))
             report = json.loads((ev / f"eval_{args.eval_mode}.json").read_text())
             row = {STS_SHORT.get(k, k): r["spearman"]["all"] for k, r in report["sts"].items()}
             row.update(
@@ -92,14 +112,21 @@ def main() -> None:
             print(f"{v} seed {seed}: {shown} (steps {hist['steps']})", flush=True)
     metrics = list(next(iter(per_run[args.variants[0]].values())))
     table, summary = summary_table(per_run, metrics, args.variants[0])
-    header = (f"Text runs: {Path(args.config).name} {' '.join(args.extra)}; variants {args.variants}; seeds "
-              f"{args.seeds}; {args.eval_mode} Spearman × 100 ('all'), accuracy, alignment / uniformity (lower is "
-              "better for both); mean ± std over seeds")  # fmt: skip
+    header = (
+        f"Text runs: {Path(args.config).name} {' '.join(args.extra)}; variants {args.variants}; seeds "
+        f"{args.seeds}; {args.eval_mode} Spearman × 100 ('all'), accuracy, alignment / uniformity (lower is "
+        "better for both); mean ± std over seeds"
+    )
     summary["per_run"] = {v: {str(s): r for s, r in runs.items()} for v, runs in per_run.items()}
     prefix = Path(args.out)
     write_results(prefix, table, summary, header)
-    plot_metrics(per_run, [m for m in metrics if m in ("STS avg", "STS-B", "alignment", "uniformity")],
-                 prefix.with_suffix(".png"), curves, header[:120])  # fmt: skip
+    plot_metrics(
+        per_run,
+        [m for m in metrics if m in ("STS avg", "STS-B", "alignment", "uniformity")],
+        prefix.with_suffix(".png"),
+        curves,
+        header[:120],
+    )
     print(header + "\n\n" + table)
 
 

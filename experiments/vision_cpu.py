@@ -26,8 +26,12 @@ def main() -> None:
     ap.add_argument("--config", default=str(REPO / "configs/vision/quickstart_cifar10_cpu.yaml"))
     ap.add_argument("--runs_dir", default=str(REPO / "outputs/experiments/vision_cpu"))
     ap.add_argument("--out", default=str(REPO / "experiments/results/vision_cpu"))
-    ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
-                    help="overrides for every run, e.g. --extra --num_train_epochs 1 (must come last)")  # fmt: skip
+    ap.add_argument(
+        "--extra",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="overrides for every run, e.g. --extra --num_train_epochs 1 (must come last)",
+    )
     args = ap.parse_args()
     per_run: dict[str, dict[int, dict[str, float]]] = {loss: {} for loss in args.losses}
     curves: dict[str, list] = {}
@@ -35,17 +39,34 @@ def main() -> None:
         for loss in args.losses:
             out = Path(args.runs_dir) / f"{loss}-seed{seed}"
             if not (out / "results.json").is_file():  # finished runs are reused: the script can be resumed
-                run_module("simcse_weince.vision.train", [args.config, "--loss", loss, "--seed", str(seed),
-                           "--output_dir", str(out), "--eval_before_training", "false", "--disable_tqdm", "true",
-                           *args.extra], out.with_suffix(".log"))  # fmt: skip
+                run_module(
+                    "simcse_weince.vision.train",
+                    [
+                        args.config,
+                        "--loss",
+                        loss,
+                        "--seed",
+                        str(seed),
+                        "--output_dir",
+                        str(out),
+                        "--eval_before_training",
+                        "false",
+                        "--disable_tqdm",
+                        "true",
+                        *args.extra,
+                    ],
+                    out.with_suffix(".log"),
+                )
             res = json.loads((out / "results.json").read_text())
             per_run[loss][seed] = res["after"]
             if res.get("lambda_curve"):
                 curves[f"{loss} seed {seed}"] = res["lambda_curve"]
             print(f"{loss} seed {seed}: " + ", ".join(f"{m} {res['after'][m]:.2f}" for m in METRICS), flush=True)
     table, summary = summary_table(per_run, METRICS, args.losses[0])
-    header = (f"SimCLR at CPU scale ({Path(args.config).name} {' '.join(args.extra)}), seeds {args.seeds}: "
-              "accuracy / recall × 100 on the probe sets, mean ± std over seeds")  # fmt: skip
+    header = (
+        f"SimCLR at CPU scale ({Path(args.config).name} {' '.join(args.extra)}), seeds {args.seeds}: "
+        "accuracy / recall × 100 on the probe sets, mean ± std over seeds"
+    )
     prefix = Path(args.out)
     write_results(prefix, table, summary, header)
     plot_metrics(per_run, METRICS, prefix.with_suffix(".png"), curves, header)

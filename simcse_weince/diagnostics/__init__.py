@@ -4,5 +4,14 @@ from simcse_weince.diagnostics.geometry import alignment, uniformity
 from simcse_weince.diagnostics.link import LinkFit, ScoreBatch, select_link
 from simcse_weince.diagnostics.pot import GPDFit, fit_exceedances, fit_pot, threshold_stability
 
-__all__ = ["GPDFit", "LinkFit", "ScoreBatch", "alignment", "fit_exceedances", "fit_pot", "select_link",
-           "threshold_stability", "uniformity"]  # fmt: skip
+__all__ = [
+    "GPDFit",
+    "LinkFit",
+    "ScoreBatch",
+    "alignment",
+    "fit_exceedances",
+    "fit_pot",
+    "select_link",
+    "threshold_stability",
+    "uniformity",
+]

@@ -7,42 +7,60 @@ distribution, link-selection log-likelihoods) into ``--out``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import torch
+import yaml
 
-from simcse_weince.diagnostics.anchor_stats import batch_statistics, summarise
 from simcse_weince.diagnostics.geometry import alignment, uniformity
 from simcse_weince.diagnostics.link import select_link
 from simcse_weince.diagnostics.plots import plot_lambda, plot_link, plot_stability, plot_tail
 from simcse_weince.diagnostics.pot import fit_pot, threshold_stability
 from simcse_weince.diagnostics.scores import EmbeddedBatch, negative_scores, positive_ranks
+from simcse_weince.diagnostics.weince_summary import batch_statistics, summarise
 from simcse_weince.losses import WeinceLoss
 from simcse_weince.paths import resolve_data_path, resolve_model_path, senteval_root
+from simcse_weince.training.arguments import BetaMode, LossArguments
+from simcse_weince.training.config import ConfigError
+from simcse_weince.training.run import cli_main
+from simcse_weince.vision.model import simclr_folder
 
 logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
-    p.add_argument("--model", required=True, help="text: SimCSE output / SentenceTransformer / HF encoder; "
-                   "vision: a SimCLR run folder")  # fmt: skip
+    p.add_argument(
+        "--model",
+        required=True,
+        help="text: SimCSE output / SentenceTransformer / HF encoder; vision: a SimCLR run folder",
+    )
     p.add_argument("--kind", choices=("auto", "text", "vision"), default="auto")
     p.add_argument("--out", required=True, help="output folder for report.json and the plots")
-    p.add_argument("--sentences", nargs="*", default=None,
-                   help="text files, one sentence per line (default: the STS-B dev+test sentences)")  # fmt: skip
+    p.add_argument(
+        "--sentences",
+        nargs="*",
+        default=None,
+        help="text files, one sentence per line (default: the STS-B dev+test sentences)",
+    )
     p.add_argument("--data_dir", default=None, help="SentEval data/downstream folder (text default data)")
     p.add_argument("--pooler", default=None, help="text pooler override")
-    p.add_argument("--text_positives", choices=("dropout", "stsb"), default="dropout",
-                   help="text positives: two dropout views of each sentence (the training layout) or STS-B pairs "
-                        "with gold >= 4 (real paraphrases, which do not always win: more informative for the "
-                        "link selection)")  # fmt: skip
+    p.add_argument(
+        "--text_positives",
+        choices=("dropout", "stsb"),
+        default="dropout",
+        help="text positives: two dropout views of each sentence (the training layout) or STS-B pairs "
+        "with gold >= 4 (real paraphrases, which do not always win: more informative for the "
+        "link selection)",
+    )
     p.add_argument("--vision_data_dir", default="{data}/cifar10_jpeg", help="vision: data root")
     p.add_argument("--vision_dataset", default="cifar10_zip", help="vision: data set name")
     p.add_argument("--batch_size", type=int, default=256)
@@ -50,19 +68,68 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--q", type=float, default=0.99)
     p.add_argument("--qs", type=float, nargs="+", default=[0.98, 0.985, 0.99, 0.992, 0.995])
     p.add_argument("--bootstrap", type=int, default=200)
-    p.add_argument("--temperature", type=float, default=None, help="τ of the WEINCE statistics' loss (default "
-                   "0.05 text, 0.5 vision)")  # fmt: skip
+    loss = p.add_argument_group(
+        "WEINCE statistics (λ, β, ρ, ΔAIC)",
+        "default: the run's saved loss settings (run_config.yaml beside the model), else the WEINCE defaults; "
+        "a flag given here overrides one setting",
+    )
+    loss.add_argument("--beta_mode", choices=get_args(BetaMode), default=None)
+    for flag, field in LOSS_FLAGS.items():
+        kind = int if field in ("min_tail_points", "burn") else float
+        loss.add_argument(f"--{flag}", dest=flag, type=kind, default=None, help=f"the loss's {field}")
     p.add_argument("--seed", type=int, default=0)
     return p
 
 
-def _is_vision(path: str) -> bool:
-    folder = Path(path)
-    cfg = folder / "model" / "config.json" if (folder / "model" / "config.json").is_file() else folder / "config.json"
-    return cfg.is_file() and "backbone" in json.loads(cfg.read_text())
+# flag -> LossArguments field (``--q`` is the POT threshold quantile, so the loss's q is ``--loss_q``)
+LOSS_FLAGS = {
+    "loss_q": "q",
+    "kappa_rho": "kappa_rho",
+    "kappa_aic": "kappa_aic",
+    "margin": "margin",
+    "tail_frac": "tail_frac",
+    "eps": "eps",
+    "beta_min": "beta_min",
+    "beta_max": "beta_max",
+    "min_tail_points": "min_tail_points",
+    "burn": "burn",
+}
 
 
-def _stsb_sentences(data_dir: Path | None):
+def saved_loss_settings(model_path: str) -> tuple[dict, str]:
+    """The ``loss`` group of the run's ``run_config.yaml`` (beside the model folder or one level up) and
+    where it came from; ``({}, "defaults")`` when the model is not a training output of this project."""
+    folder = Path(model_path)
+    for candidate in (folder / "run_config.yaml", folder.parent / "run_config.yaml"):
+        if candidate.is_file():
+            cfg = yaml.safe_load(candidate.read_text(encoding="utf-8")) or {}
+            if isinstance(cfg.get("loss"), dict):
+                return dict(cfg["loss"]), str(candidate)
+    return {}, "defaults"
+
+
+def statistics_loss(args, model_path: str, layout: str) -> tuple[WeinceLoss, str]:
+    """The WEINCE loss whose statistics are reported: the run's saved settings, then the flags given.
+
+    Raises:
+        ValueError: an invalid setting (before any model is loaded).
+    """
+    saved, source = saved_loss_settings(model_path)
+    known = {f.name for f in dataclasses.fields(LossArguments)}
+    settings = {k: v for k, v in saved.items() if k in known}
+    flags = {field: getattr(args, flag) for flag, field in LOSS_FLAGS.items() if getattr(args, flag) is not None}
+    if args.beta_mode is not None:
+        flags["beta_mode"] = args.beta_mode
+    settings.update(flags, loss="weince", gather_across_devices=False)
+    if flags:
+        source += f" + flags {sorted(flags)}"
+    try:
+        return LossArguments(**settings).build(layout), source
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"WEINCE settings ({source}): {err}") from err
+
+
+def stsb_sentences_and_pairs(data_dir: Path | None):
     from simcse_weince.evaluation.sts_data import load_sts_task
 
     pairs, sentences = [], []
@@ -74,13 +141,15 @@ def _stsb_sentences(data_dir: Path | None):
 
 
 def text_geometry(model, tokenizer, sentences, pairs, seed: int) -> dict[str, float]:
-    from simcse_weince.encoding import SimCSEEncoder
+    from simcse_weince.text.encoder import SimCSEEncoder
 
     enc = SimCSEEncoder(model, tokenizer)
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(sentences), min(2000, len(sentences)), replace=False)
-    out = {"uniformity": uniformity(torch.from_numpy(enc.encode([sentences[i] for i in pick]))),
-           "uniformity_sentences": len(pick)}  # fmt: skip
+    out = {
+        "uniformity": uniformity(torch.from_numpy(enc.encode([sentences[i] for i in pick]))),
+        "uniformity_sentences": len(pick),
+    }
     if pairs:
         a = torch.from_numpy(enc.encode([p[0] for p in pairs]))
         b = torch.from_numpy(enc.encode([p[1] for p in pairs]))
@@ -88,17 +157,24 @@ def text_geometry(model, tokenizer, sentences, pairs, seed: int) -> dict[str, fl
     return out
 
 
-def collect(args) -> tuple[str, list[EmbeddedBatch], dict]:
-    """(kind, embedded batches, geometry) for the model."""
-    path = resolve_model_path(args.model)
-    kind = args.kind if args.kind != "auto" else ("vision" if _is_vision(path) else "text")
-    if kind == "text":
-        from simcse_weince.data import read_sentences
-        from simcse_weince.diagnostics.scores import load_text_view_model, text_batches, text_pair_batches
+def model_kind(args, path: str) -> str:
+    return args.kind if args.kind != "auto" else ("vision" if simclr_folder(path) is not None else "text")
 
-        model, tok = load_text_view_model(path, args.pooler)
+
+def collect(args, path: str, kind: str) -> tuple[list[EmbeddedBatch], dict, str]:
+    """(embedded batches, geometry, description of the scored space) for the model."""
+    if kind == "text":
+        from simcse_weince.diagnostics.scores import text_batches, text_pair_batches
+        from simcse_weince.text.checkpoint import load_text_checkpoint
+        from simcse_weince.text.data import read_sentences
+
+        ckpt = load_text_checkpoint(path, args.pooler)
+        model, tok = ckpt.model, ckpt.tokenizer
+        space = f"text: {ckpt.description}; training-path outputs (pooler {model.pooler}" + (
+            ", with the SimCSE MLP)" if model.mlp is not None else ", no MLP in the saved model)"
+        )
         data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
-        stsb_sentences, pairs = _stsb_sentences(data_dir)
+        stsb_sentences, pairs = stsb_sentences_and_pairs(data_dir)
         sentences = stsb_sentences
         if args.sentences:
             sentences = [s for f in args.sentences for s in read_sentences(resolve_data_path(f))]
@@ -107,20 +183,25 @@ def collect(args) -> tuple[str, list[EmbeddedBatch], dict]:
         else:
             batches = list(text_batches(model, tok, sentences, args.batch_size, args.num_batches, args.seed))
         geometry = text_geometry(model, tok, stsb_sentences, pairs, args.seed)
-        return kind, batches, geometry
-    from simcse_weince.diagnostics.scores import load_vision_model, vision_batches
+        return batches, geometry, space
+    from simcse_weince.diagnostics.scores import vision_batches
     from simcse_weince.vision.augment import TwoViews, simclr_transform
     from simcse_weince.vision.data import Indexed, load_image_dataset
+    from simcse_weince.vision.model import load_simclr
 
-    model, cfg = load_vision_model(path)
+    model, cfg = load_simclr(path)
     base = load_image_dataset(args.vision_dataset, resolve_data_path(args.vision_data_dir), "test")
     ds = Indexed(base, None, TwoViews(simclr_transform(args.vision_dataset, cfg["image_size"])))
     batches = list(vision_batches(model, ds, args.batch_size, args.num_batches, args.seed))
     a = torch.cat([b.anchors for b in batches])
     p = torch.cat([b.positives for b in batches])
-    geometry = {"alignment": alignment(a, p), "alignment_positives": "two augmented views",
-                "uniformity": uniformity(a[:2000]), "uniformity_images": int(min(2000, len(a)))}  # fmt: skip
-    return kind, batches, geometry
+    geometry = {
+        "alignment": alignment(a, p),
+        "alignment_positives": "two augmented views",
+        "uniformity": uniformity(a[:2000]),
+        "uniformity_images": int(min(2000, len(a))),
+    }
+    return batches, geometry, f"vision: {cfg['backbone']} backbone + projection head outputs (the loss's space)"
 
 
 def run(argv: Sequence[str]) -> dict:
@@ -128,7 +209,10 @@ def run(argv: Sequence[str]) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    kind, batches, geometry = collect(args)
+    path = resolve_model_path(args.model)
+    kind = model_kind(args, path)
+    loss, loss_source = statistics_loss(args, path, "simcse" if kind == "text" else "ntxent")  # before loading
+    batches, geometry, space = collect(args, path, kind)
     if len(batches) < 2:
         raise ValueError(f"need at least 2 batches of {args.batch_size} (got {len(batches)}): lower --batch_size")
     score_batches = [b.score_batch() for b in batches]
@@ -139,8 +223,6 @@ def run(argv: Sequence[str]) -> dict:
     stability = threshold_stability(negatives, args.qs, max(50, args.bootstrap // 2), args.seed)
     logger.info("GPD xi = %.3f [%.3f, %.3f]; fitting the link family", pot.xi, *pot.xi_ci)
     link = select_link(score_batches)
-    tau = args.temperature or (0.05 if kind == "text" else 0.5)
-    loss = WeinceLoss(tau, layout="simcse" if kind == "text" else "ntxent")
     stats = [batch_statistics(b.anchors, b.positives, loss) for b in batches]
     lam_all = torch.cat([s.lam for s in stats]).cpu().numpy()
     report = {
@@ -157,6 +239,8 @@ def run(argv: Sequence[str]) -> dict:
         "anchor_statistics_first_batch": summarise(stats[0]),
         "lambda_all_batches": {"mean": float(lam_all.mean()), "frac_gt_half": float((lam_all > 0.5).mean())},
         "weince_loss_config": loss.get_config_dict(),
+        "weince_loss_settings_from": loss_source,
+        "space": space,
         "geometry": geometry,
     }
     plots = {
@@ -204,5 +288,4 @@ def summary_text(r: dict) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
-    run(sys.argv[1:] if argv is None else argv)
-    return 0
+    return 0 if cli_main(run, sys.argv[1:] if argv is None else argv) is not None else 2

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from simcse_weince.losses.logits import weince_logits
+
 EPS = 1e-6
 
 
@@ -49,7 +51,7 @@ def _loglik(batches: Sequence[ScoreBatch], lam, beta, tau) -> tuple[torch.Tensor
     total, count = 0.0, 0
     for b in batches:
         s = b.scores.double()
-        logits = (1 - lam) * s / tau + lam * beta * (-torch.log1p(-s.clamp(max=1 - EPS)))
+        logits = weince_logits(s, lam, beta, tau, EPS)
         if b.excluded is not None:
             logits = logits.masked_fill(b.excluded, float("-inf"))
         logp = logits.log_softmax(dim=1)
@@ -99,6 +101,14 @@ def select_link(batches: Sequence[ScoreBatch]) -> LinkFit:
     te_f = mean_loglik(test_half, fam["lam"], fam["beta"], fam["tau"])
     te_s = mean_loglik(test_half, 0.0, 1.0, soft["tau"])
     return LinkFit(
-        fam["lam"], fam["beta"], fam["tau"], soft["tau"], tr_f - tr_s, te_f - te_s, te_f, te_s,
-        sum(x.scores.shape[0] for x in fit_half), sum(x.scores.shape[0] for x in test_half),
-    )  # fmt: skip
+        fam["lam"],
+        fam["beta"],
+        fam["tau"],
+        soft["tau"],
+        tr_f - tr_s,
+        te_f - te_s,
+        te_f,
+        te_s,
+        sum(x.scores.shape[0] for x in fit_half),
+        sum(x.scores.shape[0] for x in test_half),
+    )

@@ -26,8 +26,12 @@ def plot_tail(scores: np.ndarray, fit, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.hist(exc, bins=40, density=True, alpha=0.6, label=f"{exc.size} exceedances over u={fit.threshold:.4f}")
     grid = np.linspace(0, exc.max() * 1.02, 300)
-    ax.plot(grid, genpareto.pdf(grid, fit.xi, loc=0, scale=fit.sigma), "r-",
-            label=f"GPD ξ̂={fit.xi:.3f} [{fit.xi_ci[0]:.3f}, {fit.xi_ci[1]:.3f}], σ̂={fit.sigma:.4f}")  # fmt: skip
+    ax.plot(
+        grid,
+        genpareto.pdf(grid, fit.xi, loc=0, scale=fit.sigma),
+        "r-",
+        label=f"GPD ξ̂={fit.xi:.3f} [{fit.xi_ci[0]:.3f}, {fit.xi_ci[1]:.3f}], σ̂={fit.sigma:.4f}",
+    )
     if fit.endpoint is not None:
         ax.axvline(fit.endpoint - fit.threshold, color="k", ls="--", label=f"endpoint {fit.endpoint:.4f}")
     ax.set_xlabel("score − u")

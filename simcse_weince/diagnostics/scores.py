@@ -1,24 +1,23 @@
-"""Collect similarity scores from a frozen encoder in the loss's layout.
+"""Collect similarity scores from a frozen encoder in the loss's layout and in the loss's space.
 
 Text: two dropout views of each sentence (the model in train mode, no gradient) — the unsupervised SimCSE
-positives — scored in the SimCSE B×B layout. Vision: two SimCLR augmentations of each image, scored in the
-NT-Xent 2N layout. Each batch yields a :class:`ScoreBatch` (scores, winner = positive column, excluded
-entries) and the embeddings themselves for the per-anchor statistics.
+positives — through the model's training path (its head, when the saved model has one), scored in the
+SimCSE B×B layout. Vision: two SimCLR augmentations of each image through backbone + projection head (the
+loss's space), scored in the NT-Xent 2N layout. Each batch yields a :class:`ScoreBatch` (scores, winner =
+positive column, excluded entries) and the embeddings themselves for the per-anchor statistics.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from simcse_weince.diagnostics.link import ScoreBatch
-from simcse_weince.losses.layout import build_layout
+from simcse_weince.losses.layout import score_matrix
 
 
 @dataclass
@@ -28,7 +27,7 @@ class EmbeddedBatch:
     layout: str
 
     def score_batch(self) -> ScoreBatch:
-        lay = build_layout(self.anchors, self.positives, self.layout)
+        lay = score_matrix(self.anchors, self.positives, self.layout)
         return ScoreBatch(lay.scores.detach(), lay.positive_index, lay.self_mask)
 
 
@@ -50,33 +49,17 @@ def positive_ranks(batch: ScoreBatch) -> np.ndarray:
     return ((s > pos).sum(dim=1) + 1).cpu().numpy()
 
 
-def _pooler_of_sentence_transformer(folder: Path) -> str:
-    cfg_path = next(iter(sorted(folder.glob("*_Pooling/config.json"))), None)
-    if cfg_path is None:
-        return "cls_before_pooler"
-    cfg = json.loads(cfg_path.read_text())
-    mode = cfg.get("pooling_mode") or ("mean" if cfg.get("pooling_mode_mean_tokens") else "cls")
-    return {"mean": "avg", "cls": "cls_before_pooler"}.get(mode if isinstance(mode, str) else mode[0], "avg")
-
-
-def load_text_view_model(path: str, pooler: str | None = None):
-    """(SimCSEModel with the inference pooler, tokenizer) for a SimCSE output, ST folder or HF encoder."""
-    from transformers import AutoTokenizer
-
-    from simcse_weince.modeling import SimCSEModel, load_encoder
-
-    folder = Path(path)
-    if (folder / "model" / "modules.json").is_file():
-        folder = folder / "model"
-    if pooler is None:
-        pooler = _pooler_of_sentence_transformer(folder) if (folder / "modules.json").is_file() else "cls_before_pooler"
-    src = str(folder) if folder.exists() else path
-    return SimCSEModel(load_encoder(src), pooler=pooler), AutoTokenizer.from_pretrained(src)
-
-
 @torch.no_grad()
-def text_batches(model, tokenizer, sentences: Sequence[str], batch_size: int, num_batches: int, seed: int = 0,
-                 max_length: int = 32, show_progress_bar: bool = True) -> Iterator[EmbeddedBatch]:  # fmt: skip
+def text_batches(
+    model,
+    tokenizer,
+    sentences: Sequence[str],
+    batch_size: int,
+    num_batches: int,
+    seed: int = 0,
+    max_length: int = 32,
+    show_progress_bar: bool = True,
+) -> Iterator[EmbeddedBatch]:
     """Shuffled batches of ``batch_size`` sentences, each encoded twice with dropout in one forward."""
     order = np.random.default_rng(seed).permutation(len(sentences))
     n = min(num_batches, len(order) // batch_size)
@@ -86,19 +69,27 @@ def text_batches(model, tokenizer, sentences: Sequence[str], batch_size: int, nu
     torch.manual_seed(seed)
     for i in tqdm(range(n), desc="scoring text batches", disable=not show_progress_bar):
         idx = order[i * batch_size : (i + 1) * batch_size]
-        enc = tokenizer([sentences[j] for j in idx], padding=True, truncation=True, max_length=max_length,
-                        return_tensors="pt")  # fmt: skip
+        enc = tokenizer(
+            [sentences[j] for j in idx], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+        )
         out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
         yield EmbeddedBatch(out["anchors"].float(), out["positives"].float(), "simcse")
     model.eval()
 
 
 @torch.no_grad()
-def text_pair_batches(model, tokenizer, pairs: Sequence[tuple[str, str]], batch_size: int, num_batches: int,
-                      seed: int = 0, show_progress_bar: bool = True) -> Iterator[EmbeddedBatch]:  # fmt: skip
+def text_pair_batches(
+    model,
+    tokenizer,
+    pairs: Sequence[tuple[str, str]],
+    batch_size: int,
+    num_batches: int,
+    seed: int = 0,
+    show_progress_bar: bool = True,
+) -> Iterator[EmbeddedBatch]:
     """Batches of real paraphrase pairs (anchor = first sentence, positive = second), frozen encoder (eval
     mode, inference pooler), SimCSE layout: the other pairs' second sentences are the negatives."""
-    from simcse_weince.encoding import SimCSEEncoder
+    from simcse_weince.text.encoder import SimCSEEncoder
 
     order = np.random.default_rng(seed).permutation(len(pairs))
     n = min(num_batches, len(order) // batch_size)
@@ -112,27 +103,10 @@ def text_pair_batches(model, tokenizer, pairs: Sequence[tuple[str, str]], batch_
         yield EmbeddedBatch(a, p, "simcse")
 
 
-def load_vision_model(path: str):
-    """A trained :class:`SimCLRModel` from a vision run's ``model/`` folder (weights + construction config)."""
-    from safetensors.torch import load_file
-
-    from simcse_weince.vision.model import SimCLRModel
-
-    folder = Path(path)
-    if (folder / "model" / "config.json").is_file():
-        folder = folder / "model"
-    cfg_path = folder / "config.json"
-    if not cfg_path.is_file():
-        raise FileNotFoundError(f"{folder}: no config.json of a SimCLR model (expected a vision run's model/ folder)")
-    cfg = json.loads(cfg_path.read_text())
-    model = SimCLRModel(**cfg)
-    model.load_state_dict(load_file(str(folder / "model.safetensors")))
-    return model, cfg
-
-
 @torch.no_grad()
-def vision_batches(model, dataset, batch_size: int, num_batches: int, seed: int = 0,
-                   show_progress_bar: bool = True) -> Iterator[EmbeddedBatch]:  # fmt: skip
+def vision_batches(
+    model, dataset, batch_size: int, num_batches: int, seed: int = 0, show_progress_bar: bool = True
+) -> Iterator[EmbeddedBatch]:
     """Batches of two augmented views (``dataset`` yields (2, C, H, W)), embedded by backbone + head."""
     from torch.utils.data import DataLoader
 
@@ -143,8 +117,9 @@ def vision_batches(model, dataset, batch_size: int, num_batches: int, seed: int 
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=g, drop_last=True, collate_fn=collate)
     if len(loader) < 1:
         raise ValueError(f"{len(dataset)} images are fewer than one batch of {batch_size}")
-    for i, batch in enumerate(tqdm(loader, desc="scoring image batches", total=min(num_batches, len(loader)),
-                                   disable=not show_progress_bar)):  # fmt: skip
+    for i, batch in enumerate(
+        tqdm(loader, desc="scoring image batches", total=min(num_batches, len(loader)), disable=not show_progress_bar)
+    ):
         if i >= num_batches:
             break
         out = model(batch["pixel_values"])

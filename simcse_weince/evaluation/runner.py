@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simcse_weince.encoding import Encoder
+from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.sts import STSResult, evaluate_sts
 from simcse_weince.evaluation.sts_data import STS_YEARS, load_sts_task
 from simcse_weince.evaluation.transfer import TransferResult, evaluate_transfer
@@ -21,8 +21,14 @@ logger = logging.getLogger(__name__)
 
 STS_TASKS: tuple[str, ...] = (*STS_YEARS, "STSBenchmark", "SICKRelatedness")
 STS_SHORT = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
-ALIASES = {"STSB": "STSBenchmark", "STS-B": "STSBenchmark", "SICKR": "SICKRelatedness", "SICK-R": "SICKRelatedness",
-           "SST": "SST2", "SST-2": "SST2"}  # fmt: skip
+ALIASES = {
+    "STSB": "STSBenchmark",
+    "STS-B": "STSBenchmark",
+    "SICKR": "SICKRelatedness",
+    "SICK-R": "SICKRelatedness",
+    "SST": "SST2",
+    "SST-2": "SST2",
+}
 MODES = ("dev", "test", "fast")
 
 
@@ -44,8 +50,9 @@ def resolve_tasks(spec: str | Sequence[str]) -> tuple[list[str], list[str]]:
         elif name in TRANSFER_TASKS:
             transfer.append(name) if name not in transfer else None
         else:
-            raise ValueError(f"unknown task {raw!r}; expected sts, transfer, all or names from "
-                             f"{[*STS_TASKS, *TRANSFER_TASKS]}")  # fmt: skip
+            raise ValueError(
+                f"unknown task {raw!r}; expected sts, transfer, all or names from {[*STS_TASKS, *TRANSFER_TASKS]}"
+            )
     return sts, transfer
 
 
@@ -97,16 +104,27 @@ class EvaluationReport:
         }
 
     def markdown(self) -> str:
-        parts = [f"Model: `{self.model}` · mode: {self.mode} · wall time {self.seconds:.1f} s "
-                 f"(encoding {self.encode_seconds:.1f} s)", ""]  # fmt: skip
-        for title, scores in (("STS (Spearman × 100, \"all\")", self.sts_scores()),
-                              ("Transfer (accuracy)", self.transfer_scores())):  # fmt: skip
+        parts = [
+            f"Model: `{self.model}` · mode: {self.mode} · wall time {self.seconds:.1f} s "
+            f"(encoding {self.encode_seconds:.1f} s)",
+            "",
+        ]
+        for title, scores in (
+            ('STS (Spearman × 100, "all")', self.sts_scores()),
+            ("Transfer (accuracy)", self.transfer_scores()),
+        ):
             if not scores:
                 continue
             cols = [*scores, "Avg."]
             vals = [*scores.values(), float(np.mean(list(scores.values())))]
-            parts += [f"**{title}**", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
-                      "| " + " | ".join(f"{v:.2f}" for v in vals) + " |", ""]  # fmt: skip
+            parts += [
+                f"**{title}**",
+                "",
+                "| " + " | ".join(cols) + " |",
+                "|" + "---|" * len(cols),
+                "| " + " | ".join(f"{v:.2f}" for v in vals) + " |",
+                "",
+            ]
         return "\n".join(parts)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from simcse_weince.encoding import Encoder
+from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.sts_data import STSTask
 
 

@@ -23,7 +23,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
-from simcse_weince.encoding import Encoder
+from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.transfer_data import TransferTask
 
 C_GRID: tuple[float, ...] = tuple(2.0**t for t in range(-2, 4))
@@ -113,8 +113,15 @@ def evaluate_transfer(
         fits = [(c, _fit(xtr, ytr, c, seed, max_iter)) for c in C_GRID]
         dev_scores = [m.score(xdv, ydv) for _, m in fits]
         best = int(np.argmax(dev_scores))
-        res = TransferResult(task.name, 100 * dev_scores[best], 100 * fits[best][1].score(xte, yte), None,
-                             len(ytr), len(yte), [fits[best][0]])  # fmt: skip
+        res = TransferResult(
+            task.name,
+            100 * dev_scores[best],
+            100 * fits[best][1].score(xte, yte),
+            None,
+            len(ytr),
+            len(yte),
+            [fits[best][0]],
+        )
     else:
         raise ValueError(f"unknown protocol {task.protocol!r} of task {task.name}")
     res.seconds = time.perf_counter() - t0

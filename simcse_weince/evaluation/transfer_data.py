@@ -110,8 +110,9 @@ def load_trec(root: Path) -> TransferTask:
             target, sep, rest = line.strip().partition(":")
             question = rest.split(" ", 1)
             if not sep or target not in TREC_CLASSES or len(question) != 2:
-                raise ValueError(f"{path}:{lineno}: expected 'COARSE:fine question' with COARSE in "
-                                 f"{TREC_CLASSES}, got {line[:80]!r}")  # fmt: skip
+                raise ValueError(
+                    f"{path}:{lineno}: expected 'COARSE:fine question' with COARSE in {TREC_CLASSES}, got {line[:80]!r}"
+                )
             sents.append(_tokens(question[1]))
             labels.append(TREC_CLASSES.index(target))
         splits[split] = Split(sents, np.asarray(labels))

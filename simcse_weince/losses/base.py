@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from simcse_weince.losses.layout import Layout, ScoreLayout, build_layout, validate_layout
+from simcse_weince.losses.layout import Layout, ScoreMatrix, score_matrix, validate_layout
 
 
 def check_positive(name: str, value: float) -> None:
@@ -36,10 +36,10 @@ class ContrastiveLoss(nn.Module):
         # Detached per-batch diagnostics of the last forward (tensors; reading them is the caller's sync).
         self.last_diagnostics: dict[str, torch.Tensor] = {}
 
-    def build_layout(
+    def score_matrix(
         self, anchors: torch.Tensor, positives: torch.Tensor, negative_mask: torch.Tensor | None
-    ) -> ScoreLayout:
-        return build_layout(anchors, positives, self.layout, negative_mask, self.gather_across_devices)
+    ) -> ScoreMatrix:
+        return score_matrix(anchors, positives, self.layout, negative_mask, self.gather_across_devices)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {

@@ -33,7 +33,7 @@ class InfoNCELoss(ContrastiveLoss):
         negative_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Args: anchors, positives (B, D); negative_mask (A, C) bool. Returns the scalar mean loss."""
-        lay = self.build_layout(anchors, positives, negative_mask)
+        lay = self.score_matrix(anchors, positives, negative_mask)
         return masked_cross_entropy(lay.scores / self.temperature, lay)
 
     @property

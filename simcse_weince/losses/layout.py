@@ -32,7 +32,7 @@ LAYOUTS: tuple[str, ...] = ("simcse", "ntxent")
 
 
 @dataclass
-class ScoreLayout:
+class ScoreMatrix:
     """Similarity matrix and bookkeeping of one batch (see the module docstring)."""
 
     scores: torch.Tensor  # (A, C) float32
@@ -58,13 +58,13 @@ def validate_layout(layout: str) -> None:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
 
 
-def build_layout(
+def score_matrix(
     anchors: torch.Tensor,
     positives: torch.Tensor,
     layout: Layout = "simcse",
     negative_mask: torch.Tensor | None = None,
     gather_across_devices: bool = False,
-) -> ScoreLayout:
+) -> ScoreMatrix:
     """Normalise the embeddings and build the score matrix of ``layout``.
 
     Args:
@@ -128,10 +128,10 @@ def build_layout(
         user_mask = negative_mask.to(device=a.device, dtype=torch.bool).clone()
         user_mask.scatter_(1, positive_index[:, None], False)
         user_mask &= ~self_mask
-    return ScoreLayout(scores, positive_index, self_mask, user_mask, num_negatives)
+    return ScoreMatrix(scores, positive_index, self_mask, user_mask, num_negatives)
 
 
-def masked_cross_entropy(logits: torch.Tensor, lay: ScoreLayout) -> torch.Tensor:
+def masked_cross_entropy(logits: torch.Tensor, lay: ScoreMatrix) -> torch.Tensor:
     """Mean cross-entropy of each anchor's positive against its positive and remaining negatives."""
     logits = logits.masked_fill(lay.excluded, float("-inf"))
     return F.cross_entropy(logits, lay.positive_index)

@@ -15,21 +15,8 @@ import torch
 from torch import nn
 
 from simcse_weince.losses.base import ContrastiveLoss
-from simcse_weince.losses.distributed import all_gather_no_grad
+from simcse_weince.losses.duplicates import duplicate_mask, sentence_keys
 from simcse_weince.losses.weince import WeinceLoss
-
-# Fixed odd multipliers for a padding-invariant row hash of token ids (positions up to 8192).
-_HASH_WEIGHTS = torch.randint(1, 2**62, (8192,), generator=torch.Generator().manual_seed(20260529)) * 2 + 1
-
-
-def token_row_keys(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """(B, L) token ids -> (B,) int64 keys, equal for identical sentences whatever the padding.
-
-    A weighted sum of the ids with fixed odd weights, wrapping modulo 2^64: collisions between different
-    sentences are astronomically unlikely, and the keys agree across processes.
-    """
-    weights = _HASH_WEIGHTS[: input_ids.shape[1]].to(input_ids.device)
-    return ((input_ids * attention_mask).long() * weights).sum(dim=1)
 
 
 def _embed(model: nn.Module, features: list[dict[str, Any]]) -> list[torch.Tensor]:
@@ -80,9 +67,8 @@ class SentenceTransformerContrastiveLoss(nn.Module):
         mask = None
         if self.mask_duplicates and "input_ids" in features[0]:
             f = features[0]
-            keys = token_row_keys(f["input_ids"], f.get("attention_mask", torch.ones_like(f["input_ids"])))
-            cand = all_gather_no_grad(keys) if self.loss.gather_across_devices else keys
-            mask = keys[:, None] == cand[None, :]
+            keys = sentence_keys(f["input_ids"], f.get("attention_mask"))
+            mask = duplicate_mask(keys, self.loss.gather_across_devices)
         return self.loss(anchors, positives, negative_mask=mask)
 
     def get_config_dict(self) -> dict[str, Any]:

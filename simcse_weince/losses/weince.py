@@ -8,7 +8,8 @@ import torch
 
 from simcse_weince.losses.base import ContrastiveLoss, check_positive
 from simcse_weince.losses.distributed import all_gather_no_grad
-from simcse_weince.losses.layout import Layout, ScoreLayout, masked_cross_entropy
+from simcse_weince.losses.layout import Layout, ScoreMatrix, masked_cross_entropy
+from simcse_weince.losses.logits import weince_logits
 from simcse_weince.losses.stats import AnchorStatistics, anchor_statistics
 
 BETA_MODES: tuple[str, ...] = ("unit", "ols", "hill")
@@ -135,8 +136,8 @@ class WeinceLoss(ContrastiveLoss):
             "fixed_lambda": self.fixed_lambda,
         }
 
-    def statistics(self, lay: ScoreLayout) -> AnchorStatistics:
-        """Stop-gradient per-anchor statistics of a :class:`ScoreLayout` (spec §3)."""
+    def statistics(self, lay: ScoreMatrix) -> AnchorStatistics:
+        """Stop-gradient per-anchor statistics of a :class:`ScoreMatrix` (spec §3)."""
         with torch.no_grad():
             # Non-negatives (positive, self) never enter the tail; masked negatives count as s = -1.
             stat_scores = lay.scores.detach().masked_fill(lay.user_mask, -1.0)
@@ -164,8 +165,7 @@ class WeinceLoss(ContrastiveLoss):
         """(A, C) blended logits ``(1 − λ) s/τ + λ·(−β log(1 − s))`` with detached λ, β."""
         lam = stats.lam.detach()[:, None]  # stop-gradient (paper): λ_i is not trained
         beta = stats.beta.detach()[:, None]  # stop-gradient (paper): β_i is not trained
-        shortfall = -torch.log1p(-scores.clamp(max=1.0 - self.eps))  # finite for s = 1 (duplicates)
-        return (1.0 - lam) * (scores / self.temperature) + (lam * beta) * shortfall
+        return weince_logits(scores, lam, beta, self.temperature, self.eps)
 
     def forward(
         self,
@@ -183,7 +183,7 @@ class WeinceLoss(ContrastiveLoss):
         Returns:
             0-d float32 tensor. Diagnostics of the batch are left in ``last_diagnostics``.
         """
-        lay = self.build_layout(anchors, positives, negative_mask)
+        lay = self.score_matrix(anchors, positives, negative_mask)
         stats = self.statistics(lay)
         self.last_statistics = stats
         self.last_diagnostics = diagnostics(stats)

@@ -37,8 +37,15 @@ def simclr_transform(dataset: str, image_size: int, strength: float = 1.0, crop_
 
 
 def eval_transform(dataset: str, image_size: int) -> v2.Compose:
-    return v2.Compose([v2.ToImage(), v2.Resize(image_size, antialias=True), v2.CenterCrop(image_size),
-                       v2.ToDtype(torch.float32, scale=True), _normalise(dataset)])  # fmt: skip
+    return v2.Compose(
+        [
+            v2.ToImage(),
+            v2.Resize(image_size, antialias=True),
+            v2.CenterCrop(image_size),
+            v2.ToDtype(torch.float32, scale=True),
+            _normalise(dataset),
+        ]
+    )
 
 
 class TwoViews:

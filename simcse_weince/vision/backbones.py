@@ -6,10 +6,13 @@ no max-pool. Every backbone returns pooled features (N, feature_dim) with its cl
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 from torch import nn
 
-BACKBONES: tuple[str, ...] = ("resnet18", "resnet50", "resnet18_slim", "vit_small")
+Backbone = Literal["resnet18", "resnet50", "resnet18_slim", "vit_small"]
+BACKBONES: tuple[str, ...] = get_args(Backbone)
 
 
 def _cifar_stem(model: nn.Module) -> None:
@@ -43,8 +46,9 @@ def build_backbone(name: str, image_size: int = 32, cifar_stem: bool | None = No
     import timm
 
     patch = 4 if image_size <= 64 else 16
-    model = timm.create_model("vit_small_patch16_224", pretrained=False, num_classes=0, img_size=image_size,
-                              patch_size=patch)  # fmt: skip
+    model = timm.create_model(
+        "vit_small_patch16_224", pretrained=False, num_classes=0, img_size=image_size, patch_size=patch
+    )
     return model, model.num_features
 
 

@@ -11,6 +11,7 @@ import io
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -18,7 +19,8 @@ from PIL import Image
 from torch.utils.data import Dataset
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
-DATASETS: tuple[str, ...] = ("cifar10_zip", "cifar10", "cifar100", "stl10", "tinyimagenet", "imagenet32", "folder")
+ImageDataset = Literal["cifar10_zip", "cifar10", "cifar100", "stl10", "tinyimagenet", "imagenet32", "folder"]
+DATASETS: tuple[str, ...] = get_args(ImageDataset)
 
 
 class ZipImageFolder(Dataset):
@@ -113,8 +115,10 @@ class Indexed(Dataset):
 
 
 def collate(rows: list[dict]) -> dict[str, torch.Tensor]:
-    return {"pixel_values": torch.stack([r["pixel_values"] for r in rows]),
-            "labels": torch.tensor([r["labels"] for r in rows])}  # fmt: skip
+    return {
+        "pixel_values": torch.stack([r["pixel_values"] for r in rows]),
+        "labels": torch.tensor([r["labels"] for r in rows]),
+    }
 
 
 def load_image_dataset(name: str, root: str | Path, split: str, download: bool = False):

@@ -13,8 +13,9 @@ from tqdm.auto import tqdm
 
 
 @torch.no_grad()
-def extract_features(model, dataset, batch_size: int = 256, device: str | torch.device = "cpu",
-                     show_progress_bar: bool = False) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+def extract_features(
+    model, dataset, batch_size: int = 256, device: str | torch.device = "cpu", show_progress_bar: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Backbone features (N, D) float32 and labels (N,) of ``dataset`` (``pixel_values``/``labels`` rows)."""
     from simcse_weince.vision.data import collate
 
@@ -30,8 +31,15 @@ def extract_features(model, dataset, batch_size: int = 256, device: str | torch.
 
 
 @torch.no_grad()
-def knn_predict(train_f: torch.Tensor, train_y: torch.Tensor, test_f: torch.Tensor, k: int, num_classes: int,
-                temperature: float = 0.07, chunk: int = 1024) -> torch.Tensor:  # fmt: skip
+def knn_predict(
+    train_f: torch.Tensor,
+    train_y: torch.Tensor,
+    test_f: torch.Tensor,
+    k: int,
+    num_classes: int,
+    temperature: float = 0.07,
+    chunk: int = 1024,
+) -> torch.Tensor:
     """Cosine k-NN with votes weighted by ``exp(s / T)`` (InstDisc / SimCLR protocol); (M,) predictions."""
     train_n = F.normalize(train_f, dim=1)
     preds = []

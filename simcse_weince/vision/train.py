@@ -8,7 +8,6 @@ full protocol (linear probe, k-NN k = 200/20/50, R@1/2/4/8) and write ``results.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -16,19 +15,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
-from transformers import set_seed
+from transformers import TrainerCallback
 
-from simcse_weince.args import LossArguments
-from simcse_weince.config import parse_config, save_run_info
 from simcse_weince.paths import resolve_data_path
-from simcse_weince.train import _resume_arg, _setup_logging
-from simcse_weince.vision.args import SimCLRTrainingArguments, VisionDataArguments, VisionModelArguments
+from simcse_weince.training.arguments import LossArguments
+from simcse_weince.training.config import parse_config, save_run_info
+from simcse_weince.training.run import cli_main, start_run, train_and_record, write_results
+from simcse_weince.vision.arguments import SimCLRTrainingArguments, VisionDataArguments, VisionModelArguments
 from simcse_weince.vision.augment import TwoViews, eval_transform, simclr_transform
 from simcse_weince.vision.data import Indexed, balanced_subset, collate, load_image_dataset
 from simcse_weince.vision.evaluation import evaluate_features, extract_features
-from simcse_weince.vision.model import SimCLRModel
-from simcse_weince.vision.trainer import SimCLRTrainer
+from simcse_weince.vision.model import SimCLRModel, save_simclr
+from simcse_weince.vision.trainer import KNNEvaluator, SimCLRTrainer
 
 logger = logging.getLogger(__name__)
 ARG_GROUPS = (VisionModelArguments, VisionDataArguments, LossArguments, SimCLRTrainingArguments)
@@ -82,69 +80,73 @@ def full_evaluation(model, probe_train, probe_test, num_classes, args: SimCLRTra
     return evaluate_features(tr_f, tr_y, te_f, te_y, num_classes)
 
 
-def run(argv: Sequence[str]) -> dict:
+def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
+    """Train from a config (YAML path + overrides); ``callbacks`` are added to the Trainer's."""
     model_args, data_args, loss_args, training_args = parse_config(ARG_GROUPS, argv)
-    _setup_logging(training_args)
-    set_seed(training_args.seed)
-    t_start = time.perf_counter()
-    train, probe_train, probe_test, num_classes = build_datasets(data_args)
-    logger.info("data: %d training images, probe %d / %d, %d classes", len(train), len(probe_train),
-                len(probe_test), num_classes)  # fmt: skip
-    model = SimCLRModel(model_args.backbone, data_args.image_size, model_args.projection_dim,
-                        model_args.projection_hidden, model_args.cifar_stem)  # fmt: skip
-    model = maybe_sync_batchnorm(model, model_args.sync_batchnorm, training_args.world_size, training_args.device)
     loss = loss_args.build("ntxent")
+    t_start = start_run(training_args)
+    train, probe_train, probe_test, num_classes = build_datasets(data_args)
+    logger.info(
+        "data: %d training images, probe %d / %d, %d classes",
+        len(train),
+        len(probe_train),
+        len(probe_test),
+        num_classes,
+    )
+    model = SimCLRModel(
+        model_args.backbone,
+        data_args.image_size,
+        model_args.projection_dim,
+        model_args.projection_hidden,
+        model_args.cifar_stem,
+    )
+    model = maybe_sync_batchnorm(model, model_args.sync_batchnorm, training_args.world_size, training_args.device)
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": training_args}
     if training_args.should_save:
         save_run_info(training_args.output_dir, groups)
 
+    show_progress = not training_args.disable_tqdm and training_args.process_index == 0
+    evaluator = KNNEvaluator(
+        probe_train,
+        probe_test,
+        num_classes,
+        training_args.per_device_eval_batch_size,
+        training_args.device,
+        show_progress,
+    )
     trainer = SimCLRTrainer(
         model=model,
         args=training_args,
         train_dataset=train,
-        eval_dataset=probe_test,
         data_collator=collate,
+        evaluator=evaluator,
         loss=loss,
-        probe_train=probe_train,
-        num_classes=num_classes,
+        callbacks=list(callbacks) or None,
     )
     results: dict = {}
     if data_args.eval_before_training:
         results["before"] = full_evaluation(model, probe_train, probe_test, num_classes, training_args)
-    t_train = time.perf_counter()
-    out = trainer.train(resume_from_checkpoint=_resume_arg(training_args.resume_from_checkpoint))
-    train_seconds = time.perf_counter() - t_train
+    record = train_and_record(trainer, training_args)
     results["after"] = full_evaluation(model, probe_train, probe_test, num_classes, training_args)
-    lam = [e["lambda_mean"] for e in trainer.state.log_history if "lambda_mean" in e]
     results.update(
-        steps=trainer.state.global_step,
-        epochs=trainer.state.epoch,
-        train_seconds=train_seconds,
-        train_loss=out.training_loss,
-        mean_lambda=sum(lam) / len(lam) if lam else None,
-        lambda_curve=[(e["step"], e["lambda_mean"]) for e in trainer.state.log_history if "lambda_mean" in e],
-        best_checkpoint=trainer.state.best_model_checkpoint,
+        record,
         loss=loss.get_config_dict() | {"name": loss_args.loss},
         backbone=model_args.backbone,
         dataset=data_args.dataset,
         sizes={"train": len(train), "probe_train": len(probe_train), "probe_test": len(probe_test)},
-        world_size=training_args.world_size,
     )
     if trainer.is_world_process_zero():
         out_dir = Path(training_args.output_dir)
-        (out_dir / "model").mkdir(parents=True, exist_ok=True)
-        # backbone alone (for probes / transfer) and the whole model with its construction config (diagnostics)
-        save_file({k: v.contiguous() for k, v in model.backbone.state_dict().items()},
-                  str(out_dir / "model" / "backbone.safetensors"))  # fmt: skip
-        save_file(
-            {k: v.contiguous() for k, v in model.state_dict().items()}, str(out_dir / "model" / "model.safetensors")
-        )
-        config = {"backbone": model_args.backbone, "image_size": data_args.image_size,
-                  "projection_dim": model_args.projection_dim, "projection_hidden": model_args.projection_hidden,
-                  "cifar_stem": model_args.cifar_stem}  # fmt: skip
-        (out_dir / "model" / "config.json").write_text(json.dumps(config, indent=2))
+        config = {
+            "backbone": model_args.backbone,
+            "image_size": data_args.image_size,
+            "projection_dim": model_args.projection_dim,
+            "projection_hidden": model_args.projection_hidden,
+            "cifar_stem": model_args.cifar_stem,
+        }
+        save_simclr(model, out_dir / "model", config)
         results["total_seconds"] = time.perf_counter() - t_start
-        (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        write_results(out_dir, results)
         table = results_table(results)
         (out_dir / "results.md").write_text(table + "\n")
         print("\n" + table)
@@ -156,8 +158,10 @@ METRICS = ("linear_probe", "knn200", "knn20", "knn50", "R@1", "R@2", "R@4", "R@8
 
 def results_table(results: dict) -> str:
     rows = [r for r in ("before", "after") if r in results]
-    head = f"SimCLR {results['backbone']} on {results['dataset']} ({results['loss']['name']}), " \
-           f"{results['steps']} steps, {results['train_seconds']:.0f} s training"  # fmt: skip
+    head = (
+        f"SimCLR {results['backbone']} on {results['dataset']} ({results['loss']['name']}), "
+        f"{results['steps']} steps, {results['train_seconds']:.0f} s training"
+    )
     lines = [head, "", "| encoder | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
     label = {"before": "random init", "after": "trained (best k-NN checkpoint)"}
     for r in rows:
@@ -168,8 +172,7 @@ def results_table(results: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    run(sys.argv[1:] if argv is None else argv)
-    return 0
+    return 0 if cli_main(run, sys.argv[1:] if argv is None else argv) is not None else 2
 
 
 if __name__ == "__main__":

@@ -1,46 +1,58 @@
-"""``SimCLRTrainer``: two augmented views in one backbone pass, NT-Xent-layout loss, k-NN model selection."""
+"""``SimCLRTrainer`` and its k-NN evaluator: two augmented views in one backbone pass, NT-Xent layout."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from simcse_weince.trainer_base import ContrastiveTrainer
+import torch
+from torch import nn
+
+from simcse_weince.training.trainer import ContrastiveTrainer
 from simcse_weince.vision.evaluation import extract_features, knn_accuracy
 
 
-class SimCLRTrainer(ContrastiveTrainer):
-    """Overrides ``compute_loss`` (views → anchors/positives → loss) and ``evaluate`` (k-NN top-1 with the
-    probe train set as memory bank). ``eval_dataset`` is the probe test set; ``probe_train`` the bank.
+class KNNEvaluator:
+    """``evaluator(model) -> {"knn200"}``: cosine k-NN (k = 200, weighted) top-1 accuracy × 100 of the
+    backbone features, the probe train set as memory bank.
+
+    Args:
+        probe_train: the memory bank (``pixel_values``/``labels`` rows, plain transform).
+        probe_test: the queries.
+        num_classes: number of classes.
+        batch_size: images per feature batch.
+        device: where the model lives.
+        show_progress_bar: feature-extraction progress bars.
     """
 
-    def __init__(self, *args: Any, probe_train=None, num_classes: int = 10, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        probe_train,
+        probe_test,
+        num_classes: int,
+        batch_size: int = 512,
+        device: str | torch.device = "cpu",
+        show_progress_bar: bool = False,
+        k: int = 200,
+    ) -> None:
         self.probe_train = probe_train
+        self.probe_test = probe_test
         self.num_classes = num_classes
+        self.batch_size = batch_size
+        self.device = device
+        self.show_progress_bar = show_progress_bar
+        self.k = k
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        views = model(inputs["pixel_values"])  # (B, 2, C, H, W) -> one pass over 2B images
-        loss = self.contrastive_loss(views["anchors"], views["positives"])
-        if model.training:
-            self.accumulate_diagnostics()
-        return (loss, views) if return_outputs else loss
-
-    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
-        """k-NN (k = 200, cosine, weighted) top-1 accuracy of the backbone features."""
-        test = self.eval_dataset if eval_dataset is None else eval_dataset
-        if test is None or self.probe_train is None:
-            raise ValueError("SimCLRTrainer.evaluate needs eval_dataset (probe test set) and probe_train (bank)")
-        model = self.accelerator.unwrap_model(self.model)
-        t0 = time.perf_counter()
-        bs, dev = self.args.per_device_eval_batch_size, self.args.device
-        show = not self.args.disable_tqdm and self.is_world_process_zero()
+    def __call__(self, model: nn.Module) -> dict[str, float]:
+        bs, dev, show = self.batch_size, self.device, self.show_progress_bar
         tr_f, tr_y = extract_features(model, self.probe_train, bs, dev, show)
-        te_f, te_y = extract_features(model, test, bs, dev, show)
-        metrics = {
-            f"{metric_key_prefix}_knn200": knn_accuracy(tr_f, tr_y, te_f, te_y, 200, self.num_classes),
-            f"{metric_key_prefix}_runtime": time.perf_counter() - t0,
-        }
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-        return metrics
+        te_f, te_y = extract_features(model, self.probe_test, bs, dev, show)
+        return {f"knn{self.k}": knn_accuracy(tr_f, tr_y, te_f, te_y, self.k, self.num_classes)}
+
+
+class SimCLRTrainer(ContrastiveTrainer):
+    """Fills in ``embed_views`` of :class:`ContrastiveTrainer`: the (B, 2, C, H, W) views go through the
+    backbone and head in one pass of 2B images (the labels are not used in training). Model selection by a
+    :class:`KNNEvaluator` (metric ``eval_knn200``)."""
+
+    def embed_views(self, model: nn.Module, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return model(inputs["pixel_values"])

@@ -95,8 +95,24 @@ def test_command_on_tiny_text_model(tiny_bert_weights_dir: Path, shared_data: Pa
 
     out = tmp_path / "diag"
     senteval = str(shared_data / "senteval" / "downstream")
-    report = run(["--model", str(tiny_bert_weights_dir), "--pooler", "avg", "--out", str(out), "--batch_size", "64",
-                  "--num_batches", "4", "--bootstrap", "20", "--data_dir", senteval])  # fmt: skip
+    report = run(
+        [
+            "--model",
+            str(tiny_bert_weights_dir),
+            "--pooler",
+            "avg",
+            "--out",
+            str(out),
+            "--batch_size",
+            "64",
+            "--num_batches",
+            "4",
+            "--bootstrap",
+            "20",
+            "--data_dir",
+            senteval,
+        ]
+    )
     saved = json.loads((out / "report.json").read_text())
     assert saved["kind"] == "text" and saved["batches"] == 4 and saved["negative_scores"] == 4 * 64 * 63
     assert {"xi", "sigma", "xi_ci", "endpoint"} <= set(saved["pot"])
@@ -113,9 +129,28 @@ def test_command_with_stsb_pair_positives(tiny_bert_weights_dir: Path, shared_da
     from simcse_weince.diagnostics.cli import run
 
     senteval = str(shared_data / "senteval" / "downstream")
-    report = run(["--model", str(tiny_bert_weights_dir), "--pooler", "avg", "--out", str(tmp_path / "d"),
-                  "--batch_size", "64", "--num_batches", "3", "--bootstrap", "10", "--q", "0.98",
-                  "--text_positives", "stsb", "--data_dir", senteval])  # fmt: skip
+    report = run(
+        [
+            "--model",
+            str(tiny_bert_weights_dir),
+            "--pooler",
+            "avg",
+            "--out",
+            str(tmp_path / "d"),
+            "--batch_size",
+            "64",
+            "--num_batches",
+            "3",
+            "--bootstrap",
+            "10",
+            "--q",
+            "0.98",
+            "--text_positives",
+            "stsb",
+            "--data_dir",
+            senteval,
+        ]
+    )
     assert report["positives"] == "stsb" and report["batches"] == 3
     assert report["positive_rank"]["top1"] < 0.99  # a random encoder does not rank paraphrases first
     assert report["link"]["identifiable"] is True

@@ -7,14 +7,28 @@ from pathlib import Path
 
 import pytest
 
-from simcse_weince.evaluate import main
+from simcse_weince.evaluation.cli import main
 
 
 def test_cli_on_plain_hf_encoder(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "ev"
-    rc = main(["--model", str(tiny_bert_weights_dir), "--pooler", "avg", "--tasks", "STSB,SICKR", "--mode", "dev",
-               "--data_dir", str(shared_data / "senteval" / "downstream"), "--output_dir", str(out),
-               "--no_progress"])  # fmt: skip
+    rc = main(
+        [
+            "--model",
+            str(tiny_bert_weights_dir),
+            "--pooler",
+            "avg",
+            "--tasks",
+            "STSB,SICKR",
+            "--mode",
+            "dev",
+            "--data_dir",
+            str(shared_data / "senteval" / "downstream"),
+            "--output_dir",
+            str(out),
+            "--no_progress",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "| STS-B | SICK-R | Avg. |" in printed

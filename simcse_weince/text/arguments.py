@@ -1,17 +1,13 @@
-"""Argument groups of unsupervised SimCSE training (model, data, loss, training)."""
+"""Argument groups of unsupervised SimCSE training: model, data and training (the loss group is shared)."""
 
 from __future__ import annotations
 
-import logging
-import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
-import torch
-from transformers import TrainingArguments
+from simcse_weince.text.poolers import Pooler
+from simcse_weince.training.arguments import ContrastiveTrainingArguments, check_at_least, check_choice
 
-from simcse_weince.losses import InfoNCELoss, WeinceLoss
-
-logger = logging.getLogger(__name__)
+MIN_SEQ_LENGTH = 3  # [CLS], one token, [SEP]: shorter limits leave no sentence to encode
 
 
 @dataclass
@@ -26,8 +22,12 @@ class ModelArguments:
     config_overrides: str | None = field(
         default=None, metadata={"help": "Config changes, e.g. 'num_hidden_layers=2,hidden_size=128'."}
     )
-    pooler: str = field(default="cls", metadata={"help": "cls | cls_before_pooler | avg | avg_first_last"})
+    pooler: Pooler = field(default="cls", metadata={"help": "cls | cls_before_pooler | avg | avg_first_last"})
     mlp_only_train: bool = field(default=True, metadata={"help": "With pooler cls: the MLP in training only."})
+
+    def __post_init__(self) -> None:
+        check_choice("pooler", self.pooler, Pooler)
+        self.overrides()  # a malformed config_overrides fails now, not after the tokenizer loaded
 
     def overrides(self) -> dict:
         """``config_overrides`` parsed into typed values."""
@@ -80,69 +80,11 @@ class DataArguments:
     eval_before_training: bool = field(default=False, metadata={"help": "Also score STS-B before training."})
     model_card_note: str = field(default="", metadata={"help": "A paragraph added to the model card."})
 
-
-_NOT_WEINCE_KWARGS = frozenset({"loss", "mask_duplicates", "beta_min", "beta_max"})
-
-
-@dataclass
-class LossArguments:
-    loss: str = field(default="weince", metadata={"help": "weince | infonce"})
-    temperature: float = 0.05
-    beta_mode: str = field(default="ols", metadata={"help": "unit | ols | hill"})
-    beta_min: float = 0.5
-    beta_max: float = 16.0
-    min_tail_points: int = 32
-    tail_frac: float = 0.10
-    burn: int | None = None
-    q: float = 0.2
-    kappa_rho: float = 10.0
-    kappa_aic: float = 1.0
-    margin: float = 2.0
-    eps: float = 1e-6
-    fixed_lambda: float | None = None
-    gather_across_devices: bool = field(default=True, metadata={"help": "Negatives from all processes."})
-    mask_duplicates: bool = field(default=True, metadata={"help": "Identical sentences are not negatives."})
-
-    def build(self, layout: str = "simcse") -> InfoNCELoss | WeinceLoss:
-        """The loss module: every field except ``loss``, ``mask_duplicates`` and the β clamp pair is passed
-        to the loss constructor under its own name."""
-        if self.loss == "infonce":
-            return InfoNCELoss(self.temperature, layout=layout, gather_across_devices=self.gather_across_devices)
-        if self.loss == "weince":
-            kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_WEINCE_KWARGS}
-            return WeinceLoss(layout=layout, beta_clamp=(self.beta_min, self.beta_max), **kwargs)
-        raise ValueError(f"loss must be 'weince' or 'infonce', got {self.loss!r}")
-
-
-@dataclass
-class ContrastiveTrainingArguments(TrainingArguments):
-    """``TrainingArguments`` shared by the text and vision trainers.
-
-    * ``precision: auto`` means fp16 when CUDA exists, fp32 otherwise (``fp32`` | ``fp16`` | ``bf16`` force it);
-    * ``push_to_hub`` uploads the *final* model folder once training has finished (not every checkpoint), so a
-      run without network loses nothing;
-    * a multi-process launch on a machine without CUDA runs its processes on the CPU with gloo.
-    """
-
-    remove_unused_columns: bool = False
-    ddp_find_unused_parameters: bool | None = False
-    precision: str = field(default="auto", metadata={"help": "auto (fp16 on CUDA) | fp32 | fp16 | bf16"})
-    push_final_model: bool = field(default=False, init=False)
-
     def __post_init__(self) -> None:
-        if self.precision not in ("auto", "fp32", "fp16", "bf16"):
-            raise ValueError(f"precision must be auto, fp32, fp16 or bf16, got {self.precision!r}")
-        if not (self.fp16 or self.bf16):
-            if self.precision == "auto":
-                self.fp16 = torch.cuda.is_available()
-            else:
-                self.fp16, self.bf16 = self.precision == "fp16", self.precision == "bf16"
-        self.push_final_model, self.push_to_hub = self.push_to_hub, False
-        if not self.use_cpu and not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            # A multi-process launch (accelerate --multi_gpu, torchrun) on a machine without CUDA: run the
-            # processes on the CPU with gloo instead of falling back to N independent single-process runs.
-            self.use_cpu = True
-        super().__post_init__()
+        check_at_least("max_seq_length", self.max_seq_length, MIN_SEQ_LENGTH)
+        check_at_least("max_train_samples", self.max_train_samples, 2)
+        check_at_least("eval_max_pairs", self.eval_max_pairs, 2)
+        check_at_least("eval_batch_size", self.eval_batch_size, 1)
 
 
 @dataclass

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcse_weince.encoding import load_encoder_from_path
 from simcse_weince.evaluation.runner import MODES, resolve_tasks, run_evaluation, write_report
-from simcse_weince.modeling.poolers import POOLERS
 from simcse_weince.paths import resolve_data_path, resolve_model_path, senteval_root
+from simcse_weince.text.encoder import load_text_encoder
+from simcse_weince.text.poolers import POOLERS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,34 +21,50 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     p.add_argument("--model", required=True, help="SimCSE output folder, SentenceTransformer folder, or HF encoder")
-    p.add_argument("--pooler", choices=POOLERS, default=None,
-                   help="override the pooling (default: the SentenceTransformer's own; cls_before_pooler for "
-                        "plain HF encoders)")  # fmt: skip
+    p.add_argument(
+        "--pooler",
+        choices=POOLERS,
+        default=None,
+        help="override the pooling (default: the SentenceTransformer's own; cls_before_pooler for plain HF encoders)",
+    )
     p.add_argument("--tasks", default="sts", help="sts | transfer | all | comma-separated task names")
     p.add_argument("--mode", choices=MODES, default="test", help="dev | test | fast (5-fold transfer)")
-    p.add_argument("--data_dir", default=None, help="SentEval data/downstream folder (default: $SENTEVAL_DATA, "
-                   "then the shared data folder; STS-B falls back to the Hub)")  # fmt: skip
+    p.add_argument(
+        "--data_dir",
+        default=None,
+        help="SentEval data/downstream folder (default: $SENTEVAL_DATA, "
+        "then the shared data folder; STS-B falls back to the Hub)",
+    )
     p.add_argument("--output_dir", default=None, help="where eval_<mode>.json/.md go (default: eval_results/<model>)")
     p.add_argument("--batch_size", type=int, default=128)
     p.add_argument("--max_length", type=int, default=None, help="token limit (default: the model's, at most 512)")
     p.add_argument("--device", default=None)
     p.add_argument("--seed", type=int, default=1111)
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
-                   help="fp32 (exact, default) or autocast bf16/fp16: ~3x faster on CPUs with bf16 units and on "
-                        "GPUs; scores move in the 2nd decimal")  # fmt: skip
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "bf16", "fp16"),
+        default="fp32",
+        help="fp32 (exact, default) or autocast bf16/fp16: ~3x faster on CPUs with bf16 units and on "
+        "GPUs; scores move in the 2nd decimal",
+    )
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        stream=sys.stdout)  # fmt: skip
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
     resolve_tasks(args.tasks)  # a misspelt task fails before the model is loaded
     model_path = resolve_model_path(args.model)
-    encoder = load_encoder_from_path(model_path, pooler=args.pooler, batch_size=args.batch_size,
-                                     max_length=args.max_length, device=args.device,
-                                     show_progress_bar=not args.no_progress, precision=args.precision)  # fmt: skip
+    encoder = load_text_encoder(
+        model_path,
+        pooler=args.pooler,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        device=args.device,
+        show_progress_bar=not args.no_progress,
+        precision=args.precision,
+    )
     data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
     report = run_evaluation(encoder, args.model, args.tasks, args.mode, data_dir, args.seed)
     out = args.output_dir or Path("eval_results") / Path(args.model.rstrip("/")).name

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simcse_weince.args import DataArguments, LossArguments, ModelArguments, SimCSETrainingArguments
-from simcse_weince.config import parse_config, save_run_info
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
+from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
+from simcse_weince.training.arguments import LossArguments
+from simcse_weince.training.config import parse_config, save_run_info
 
 GROUPS = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_yaml_then_cli_overrides(tmp_path: Path) -> None:
@@ -55,9 +56,22 @@ def test_shipped_configs_parse(name: str, tmp_path: Path) -> None:
 
 def test_loss_arguments_reach_the_loss() -> None:
     # every knob set away from its default must arrive in the loss under its own name
-    values = dict(beta_mode="unit", beta_min=1.0, beta_max=4.0, min_tail_points=8, tail_frac=0.2, burn=2, q=0.3,
-                  kappa_rho=5.0, kappa_aic=2.0, margin=1.5, eps=1e-5, fixed_lambda=0.25, temperature=0.1,
-                  gather_across_devices=False)  # fmt: skip
+    values = dict(
+        beta_mode="unit",
+        beta_min=1.0,
+        beta_max=4.0,
+        min_tail_points=8,
+        tail_frac=0.2,
+        burn=2,
+        q=0.3,
+        kappa_rho=5.0,
+        kappa_aic=2.0,
+        margin=1.5,
+        eps=1e-5,
+        fixed_lambda=0.25,
+        temperature=0.1,
+        gather_across_devices=False,
+    )
     cfg = LossArguments(**values).build("ntxent").get_config_dict()
     expected = {k: v for k, v in values.items() if k not in ("beta_min", "beta_max")}
     assert cfg == expected | {"beta_clamp": [1.0, 4.0], "layout": "ntxent"}

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 
-from simcse_weince.modeling.poolers import needs_hidden_states, pool, validate_pooler
+from simcse_weince.text.poolers import needs_hidden_states, pool, validate_pooler
 
 
 def inference_pooler_for(pooler: str, mlp_only_train: bool) -> str:
@@ -19,7 +19,7 @@ def inference_pooler_for(pooler: str, mlp_only_train: bool) -> str:
     return "cls_before_pooler" if pooler == "cls" and mlp_only_train else pooler
 
 
-def load_encoder(
+def load_hf_encoder(
     model_name_or_path: str, from_config: bool = False, config_overrides: dict | None = None
 ) -> PreTrainedModel:
     """An ``AutoModel`` encoder, from weights or freshly initialised from a config.
@@ -38,6 +38,16 @@ def load_encoder(
     if isinstance(task_pooler, nn.Module):
         task_pooler.requires_grad_(False)
     return encoder
+
+
+def inference_max_length(tokenizer, config) -> int:
+    """Longest input at inference: the tokenizer's and the position table's limit, at most 512 tokens.
+
+    Training truncates to ``max_seq_length`` (32 in the recipe), but evaluation, like SimCSE's, encodes whole
+    sentences; the exported SentenceTransformer uses the same limit so that both give the same vectors.
+    """
+    limits = [512, getattr(tokenizer, "model_max_length", 512), getattr(config, "max_position_embeddings", 512)]
+    return int(min(limits))
 
 
 class SimCSEModel(nn.Module):

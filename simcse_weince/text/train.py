@@ -1,14 +1,14 @@
-"""Unsupervised SimCSE training pipeline behind ``train_unsup.py``.
+"""Unsupervised SimCSE training pipeline behind ``train_unsup.py`` (``simcse-train``).
 
-Steps: parse the config, load the encoder and tokenizer, read and tokenise the sentences, build the loss,
-train with :class:`SimCSETrainer` (STS-B dev every ``eval_steps``, best checkpoint kept), export the best
-model as a SentenceTransformer folder ``<output_dir>/model`` with a model card, score STS-B test, write
-``results.json``, and optionally push the folder to the Hub.
+Steps: parse the config and build the loss (every setting validated before anything loads), load the
+encoder and tokenizer, read and tokenise the sentences, train with :class:`SimCSETrainer` (STS-B dev every
+``eval_steps``, best checkpoint kept), export the best model as a SentenceTransformer folder
+``<output_dir>/model`` with a model card, score STS-B test, write ``results.json``, and optionally push the
+folder to the Hub.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -17,21 +17,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import datasets
-import transformers
-from transformers import AutoTokenizer, set_seed
+from transformers import AutoTokenizer, TrainerCallback
 
-from simcse_weince.args import DataArguments, LossArguments, ModelArguments, SimCSETrainingArguments
-from simcse_weince.config import parse_config, save_run_info
-from simcse_weince.data import SimCSECollator, TextStats, load_hub_sentences, read_sentences, tokenize_sentences
-from simcse_weince.encoding import SimCSEEncoder
-from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import STSSubset, STSTask, load_sts_task
-from simcse_weince.hub import HubPushError, push_folder
-from simcse_weince.model_card import render_model_card
-from simcse_weince.modeling import SimCSEModel, load_encoder
-from simcse_weince.modeling.export import export_sentence_transformer
 from simcse_weince.paths import resolve_data_path, resolve_model_path, senteval_root
-from simcse_weince.trainer import SimCSETrainer
+from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
+from simcse_weince.text.data import SimCSECollator, TextStats, load_hub_sentences, read_sentences, tokenize_sentences
+from simcse_weince.text.export import export_sentence_transformer
+from simcse_weince.text.model import SimCSEModel, load_hf_encoder
+from simcse_weince.text.model_card import render_model_card
+from simcse_weince.text.trainer import SimCSETrainer, STSEvaluator
+from simcse_weince.training.arguments import LossArguments
+from simcse_weince.training.config import parse_config, save_run_info
+from simcse_weince.training.hub import HubPushError, push_folder
+from simcse_weince.training.run import cli_main, start_run, train_and_record, write_results
 
 logger = logging.getLogger(__name__)
 ARG_GROUPS = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
@@ -51,7 +50,8 @@ def load_training_sentences(data: DataArguments, stats: TextStats) -> list[str]:
     return sentences
 
 
-def load_stsb(data: DataArguments, split: str) -> STSTask:
+def stsb_task(data: DataArguments, split: str) -> STSTask:
+    """STS-B ``split`` from the configured SentEval folder, cut to ``eval_max_pairs`` pairs if set."""
     root = senteval_root(resolve_data_path(data.senteval_dir) if data.senteval_dir else None)
     task = load_sts_task("STSBenchmark", root, split)
     if data.eval_max_pairs is not None:
@@ -61,28 +61,15 @@ def load_stsb(data: DataArguments, split: str) -> STSTask:
     return task
 
 
-def _setup_logging(training_args: SimCSETrainingArguments) -> None:
-    level = logging.INFO if training_args.should_log else logging.WARNING
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=level, stream=sys.stdout)
-    datasets.utils.logging.set_verbosity(logging.WARNING)
-    transformers.utils.logging.set_verbosity(logging.WARNING)
-
-
-def _resume_arg(value: str | None) -> str | bool | None:
-    if value is None:
-        return None
-    return True if value.lower() in ("true", "last", "latest") else value
-
-
-def run(argv: Sequence[str]) -> dict:
+def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
+    """Train from a config (YAML path + overrides); ``callbacks`` are added to the Trainer's."""
     model_args, data_args, loss_args, training_args = parse_config(ARG_GROUPS, argv)
-    _setup_logging(training_args)
-    set_seed(training_args.seed)
-    t_start = time.perf_counter()
+    loss = loss_args.build("simcse")
+    t_start = start_run(training_args)
 
     model_path = resolve_model_path(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model_args.tokenizer_name or model_path))
-    encoder = load_encoder(model_path, model_args.init_from_config, model_args.overrides())
+    encoder = load_hf_encoder(model_path, model_args.init_from_config, model_args.overrides())
     model = SimCSEModel(encoder, pooler=model_args.pooler, mlp_only_train=model_args.mlp_only_train)
 
     stats = TextStats()
@@ -99,13 +86,17 @@ def run(argv: Sequence[str]) -> dict:
         data_args.max_seq_length,
     )
     train_dataset = datasets.Dataset.from_dict({"input_ids": ids})
-    sts_dev = load_stsb(data_args, "dev")
-    sts_test = load_stsb(data_args, "test") if data_args.eval_test_at_end else None
-    loss = loss_args.build("simcse")
+    sts_dev = stsb_task(data_args, "dev")
+    sts_test = stsb_task(data_args, "test") if data_args.eval_test_at_end else None
 
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": training_args}
     if training_args.should_save:
         save_run_info(training_args.output_dir, groups, {"text": stats.to_dict()})
+
+    show_progress = not training_args.disable_tqdm and training_args.process_index == 0
+
+    def evaluator(task: STSTask) -> STSEvaluator:
+        return STSEvaluator(task, tokenizer, data_args.eval_batch_size, training_args.device, show_progress)
 
     trainer = SimCSETrainer(
         model=model,
@@ -113,22 +104,14 @@ def run(argv: Sequence[str]) -> dict:
         train_dataset=train_dataset,
         data_collator=SimCSECollator(tokenizer),
         processing_class=tokenizer,
-        eval_dataset=sts_dev.subsets[0].to_dataset(),
+        evaluator=evaluator(sts_dev),
         loss=loss,
         mask_duplicates=loss_args.mask_duplicates,
-        eval_batch_size=data_args.eval_batch_size,
+        callbacks=list(callbacks) or None,
     )
 
     def score(task: STSTask) -> float:
-        enc = SimCSEEncoder(
-            model,
-            tokenizer,
-            data_args.eval_batch_size,
-            None,
-            training_args.device,
-            show_progress_bar=trainer.is_world_process_zero(),
-        )
-        return evaluate_sts(enc, task).main
+        return evaluator(task)(model)["stsb_spearman"]
 
     results: dict = {"before": {}, "after": {}}
     if data_args.eval_before_training:
@@ -136,26 +119,14 @@ def run(argv: Sequence[str]) -> dict:
         if sts_test is not None:
             results["before"]["stsb_test"] = score(sts_test)
 
-    t_train = time.perf_counter()
-    train_out = trainer.train(resume_from_checkpoint=_resume_arg(training_args.resume_from_checkpoint))
-    train_seconds = time.perf_counter() - t_train
+    record = train_and_record(trainer, training_args)
 
     # load_best_model_at_end has put the best checkpoint's weights into `model`.
     results["after"]["stsb_dev"] = score(sts_dev)
     if sts_test is not None:
         results["after"]["stsb_test"] = score(sts_test)
-    lam_curve = [(e["step"], e["lambda_mean"]) for e in trainer.state.log_history if "lambda_mean" in e]
-    lam = [v for _, v in lam_curve]
     results.update(
-        steps=trainer.state.global_step,
-        world_size=training_args.world_size,
-        best_checkpoint=trainer.state.best_model_checkpoint,
-        best_dev_during_training=trainer.state.best_metric,
-        train_seconds=train_seconds,
-        train_seconds_trainer=train_out.metrics.get("train_runtime"),
-        train_loss=train_out.training_loss,
-        mean_lambda=sum(lam) / len(lam) if lam else None,
-        lambda_curve=lam_curve,
+        record,
         text=stats.to_dict(),
         loss=loss.get_config_dict() | {"name": loss_args.loss},
         model=model_args.model_name_or_path,
@@ -177,7 +148,7 @@ def run(argv: Sequence[str]) -> dict:
             processes=training_args.world_size,
             lr=training_args.learning_rate,
             max_len=data_args.max_seq_length,
-            precision="fp16" if training_args.fp16 else "bf16" if training_args.bf16 else "fp32",
+            precision=training_args.precision_name,
             pooler=model_args.pooler,
             inference_pooler=model.inference_pooler,
             eval_steps=training_args.eval_steps,
@@ -188,7 +159,7 @@ def run(argv: Sequence[str]) -> dict:
         export_sentence_transformer(model, tokenizer, model_dir, card=card)
         results["model_dir"] = str(model_dir)
         results["total_seconds"] = time.perf_counter() - t_start
-        (Path(training_args.output_dir) / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        write_results(training_args.output_dir, results)
         print_summary(results)
         if training_args.push_final_model:
             try:
@@ -230,7 +201,9 @@ def print_summary(results: dict) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    results = run(sys.argv[1:] if argv is None else argv)
+    results = cli_main(run, sys.argv[1:] if argv is None else argv)
+    if results is None:
+        return 2
     return 1 if "hub_error" in results else 0
 
 

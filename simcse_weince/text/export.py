@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from simcse_weince.modeling.simcse import SimCSEModel
+from simcse_weince.text.model import SimCSEModel, inference_max_length
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +65,10 @@ def export_sentence_transformer(
 ) -> Path:
     """Write ``folder`` so that ``SentenceTransformer(folder)`` gives the model's inference embeddings.
 
-    ``max_seq_length`` defaults to :func:`~simcse_weince.encoding.inference_max_length`, the limit the
+    ``max_seq_length`` defaults to :func:`~simcse_weince.text.model.inference_max_length`, the limit the
     project's own evaluators use, so both encode the same tokens.
     """
     from sentence_transformers import SentenceTransformer
-
-    from simcse_weince.encoding import inference_max_length
 
     if max_seq_length is None:
         max_seq_length = inference_max_length(tokenizer, model.encoder.config)

@@ -1,24 +1,31 @@
-"""Argument groups of SimCLR training (model, data, training); the loss group is shared with the text side."""
+"""Argument groups of SimCLR training (model, data, training); the loss group is the shared one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simcse_weince.args import ContrastiveTrainingArguments
+from simcse_weince.training.arguments import ContrastiveTrainingArguments, check_at_least, check_choice
+from simcse_weince.vision.backbones import Backbone
+from simcse_weince.vision.data import ImageDataset
 
 
 @dataclass
 class VisionModelArguments:
-    backbone: str = field(default="resnet18", metadata={"help": "resnet18 | resnet50 | resnet18_slim | vit_small"})
+    backbone: Backbone = field(default="resnet18", metadata={"help": "resnet18 | resnet50 | resnet18_slim | vit_small"})
     projection_dim: int = 64
     projection_hidden: int | None = field(default=None, metadata={"help": "Head hidden size (default: feature size)."})
     cifar_stem: bool | None = field(default=None, metadata={"help": "3x3 stem, no max-pool (default: images <= 64px)."})
     sync_batchnorm: bool = field(default=False, metadata={"help": "SyncBatchNorm across processes."})
 
+    def __post_init__(self) -> None:
+        check_choice("backbone", self.backbone, Backbone)
+        check_at_least("projection_dim", self.projection_dim, 1)
+        check_at_least("projection_hidden", self.projection_hidden, 1)
+
 
 @dataclass
 class VisionDataArguments:
-    dataset: str = field(
+    dataset: ImageDataset = field(
         default="cifar10_zip",
         metadata={"help": "cifar10_zip | cifar10 | cifar100 | stl10 | tinyimagenet | imagenet32 | folder"},
     )
@@ -32,6 +39,15 @@ class VisionDataArguments:
     crop_min_scale: float = field(default=0.08, metadata={"help": "Smallest crop area of RandomResizedCrop."})
     eval_before_training: bool = field(default=False, metadata={"help": "Also score the random-init encoder."})
     subset_seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_choice("dataset", self.dataset, ImageDataset)
+        check_at_least("image_size", self.image_size, 8)
+        for name in ("train_per_class", "probe_train_per_class", "probe_test_per_class"):
+            check_at_least(name, getattr(self, name), 1)
+        check_at_least("augment_strength", self.augment_strength, 0.0)
+        if not 0 < self.crop_min_scale <= 1:
+            raise ValueError(f"crop_min_scale must be in (0, 1]; got {self.crop_min_scale!r}")
 
 
 @dataclass

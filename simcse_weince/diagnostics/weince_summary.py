@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from simcse_weince.losses.layout import build_layout
+from simcse_weince.losses.layout import score_matrix
 from simcse_weince.losses.stats import AnchorStatistics
 from simcse_weince.losses.weince import WeinceLoss
 
@@ -15,7 +15,7 @@ QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 @torch.no_grad()
 def batch_statistics(anchors: torch.Tensor, positives: torch.Tensor, loss: WeinceLoss) -> AnchorStatistics:
     """The loss's own stop-gradient statistics for one batch of embeddings (its layout and knobs)."""
-    return loss.statistics(build_layout(anchors, positives, loss.layout))
+    return loss.statistics(score_matrix(anchors, positives, loss.layout))
 
 
 def summarise(stats: AnchorStatistics) -> dict[str, dict[str, float]]:

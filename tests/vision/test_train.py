@@ -1,0 +1,142 @@
+"""The SimCLR pipeline: a tiny run, the shipped configs, two processes, SyncBatchNorm on CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from simcse_weince.losses import WeinceLoss
+from simcse_weince.vision.model import SimCLRModel
+from tests.vision.fake_cifar import write_cifar10_zips
+
+
+def test_tiny_training_run(tmp_path: Path) -> None:
+    from simcse_weince.vision.train import run
+
+    root = write_cifar10_zips(tmp_path / "data")
+    out = tmp_path / "run"
+    results = run(
+        [
+            "--backbone",
+            "resnet18_slim",
+            "--dataset",
+            "cifar10_zip",
+            "--data_dir",
+            str(root),
+            "--per_device_train_batch_size",
+            "8",
+            "--per_device_eval_batch_size",
+            "8",
+            "--num_train_epochs",
+            "2",
+            "--logging_steps",
+            "1",
+            "--temperature",
+            "0.5",
+            "--min_tail_points",
+            "10",
+            "--eval_before_training",
+            "true",
+            "--output_dir",
+            str(out),
+            "--disable_tqdm",
+            "true",
+            "--dataloader_num_workers",
+            "0",
+        ]
+    )
+    assert results["steps"] == 4 and results["world_size"] == 1
+    for key in ("linear_probe", "knn200", "knn20", "knn50", "R@1", "R@8"):
+        assert 0 <= results["after"][key] <= 100 and key in results["before"]
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["lambda_curve"] and all(0 <= lam <= 1 for _, lam in saved["lambda_curve"])
+    assert (out / "results.md").read_text().count("|") > 10
+    assert (out / "model" / "backbone.safetensors").is_file() and (out / "run_config.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    "cfg", sorted((Path(__file__).resolve().parents[2] / "configs" / "vision").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_vision_configs_parse(cfg: Path, tmp_path: Path) -> None:
+    from simcse_weince.training.config import parse_config
+    from simcse_weince.vision.train import ARG_GROUPS
+
+    m, _, loss, t = parse_config(ARG_GROUPS, [str(cfg), "--output_dir", str(tmp_path)])
+    built = loss.build("ntxent")
+    assert built.layout == "ntxent" and built.temperature == 0.5
+    assert isinstance(built, WeinceLoss) == ("weince" in cfg.name or "quickstart" in cfg.name)
+    if "quickstart" not in cfg.name:
+        assert (t.per_device_train_batch_size, t.learning_rate, t.weight_decay, t.num_train_epochs) == (
+            256,
+            3e-4,
+            1e-6,
+            100,
+        )
+        assert m.projection_dim == 64
+
+
+@pytest.mark.timeout(600)
+def test_two_process_run_with_sync_batchnorm(tmp_path: Path) -> None:
+    """``accelerate launch`` with 2 CPU processes (gloo): gathered negatives, world size 2."""
+    import os
+    import subprocess
+    import sys
+
+    root = write_cifar10_zips(tmp_path / "data")
+    out = tmp_path / "run"
+    repo = Path(__file__).resolve().parents[2]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+        "simcse_weince.vision.train",
+        "--backbone",
+        "resnet18_slim",
+        "--data_dir",
+        str(root),
+        "--per_device_train_batch_size",
+        "4",
+        "--per_device_eval_batch_size",
+        "8",
+        "--num_train_epochs",
+        "1",
+        "--temperature",
+        "0.5",
+        "--min_tail_points",
+        "10",
+        "--logging_steps",
+        "1",
+        "--output_dir",
+        str(out),
+        "--disable_tqdm",
+        "true",
+        "--dataloader_num_workers",
+        "0",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo)}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["world_size"] == 2 and results["steps"] == 2  # 16 images / (2 processes x 4)
+
+
+def test_sync_batchnorm_is_refused_on_cpu_processes() -> None:
+    from simcse_weince.vision.train import maybe_sync_batchnorm
+
+    model = SimCLRModel("resnet18_slim", 32)
+    assert maybe_sync_batchnorm(model, True, 1, torch.device("cpu")) is model  # single process: nothing to sync
+    with pytest.raises(ValueError, match="sync_batchnorm needs CUDA"):
+        maybe_sync_batchnorm(model, True, 2, torch.device("cpu"))
