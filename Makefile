@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup quickstart test lint bench
+.PHONY: setup quickstart test test-fast lint bench
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,17 @@ setup: $(VENV)/.installed
 quickstart: setup
 	$(PY) train_unsup.py configs/quickstart.yaml
 
+# Everything: lint, the fast tests first (about a minute), then the slow end-to-end and subprocess tests.
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m slow
+
+# The inner loop: lint and the fast tests only.
+test-fast: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -m "not slow"
 
 lint: setup
 	$(PY) -m ruff check .

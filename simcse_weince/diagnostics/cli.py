@@ -206,12 +206,12 @@ def collect(args, path: str, kind: str) -> tuple[list[EmbeddedBatch], dict, str]
 
 def run(argv: Sequence[str]) -> dict:
     args = build_parser().parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     path = resolve_model_path(args.model)
     kind = model_kind(args, path)
     loss, loss_source = statistics_loss(args, path, "simcse" if kind == "text" else "ntxent")  # before loading
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     batches, geometry, space = collect(args, path, kind)
     if len(batches) < 2:
         raise ValueError(f"need at least 2 batches of {args.batch_size} (got {len(batches)}): lower --batch_size")

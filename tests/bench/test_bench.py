@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # subprocesses and end-to-end runs
+
 REPO = Path(__file__).resolve().parents[2]
 
 

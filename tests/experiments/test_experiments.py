@@ -13,6 +13,8 @@ import pytest
 from experiments.common import summary_table
 from tests.vision.fake_cifar import write_cifar10_zips
 
+pytestmark = pytest.mark.slow  # subprocesses and end-to-end runs
+
 REPO = Path(__file__).resolve().parents[2]
 
 

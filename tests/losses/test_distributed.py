@@ -69,6 +69,7 @@ def _worker(rank: int, port: int, out_dir: str, name: str, layout: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("name", ["infonce", "weince"])
 @pytest.mark.parametrize("layout", ["simcse", "ntxent"])

@@ -65,6 +65,7 @@ def _args(tiny: Path, wiki: Path, out: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     dup = tmp_path / "dups.txt"  # half the sentences repeated: the duplicate mask must fire
@@ -116,6 +117,7 @@ def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) 
     torch.testing.assert_close(exported[name], best_ckpt[f"encoder.{name}"])
 
 
+@pytest.mark.slow
 def test_push_to_hub_offline_fails_clearly_and_keeps_the_folder(
     tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -169,6 +171,7 @@ def _recording_collator(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
     return seen
 
 
+@pytest.mark.slow
 def test_resume_reaches_same_step_with_same_data_order(
     tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -230,6 +233,7 @@ def _accelerate(n: int, args: list[str]) -> None:
         raise AssertionError(f"accelerate launch failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
     """One SGD step on 2 gloo processes (batch 16 each, negatives gathered) equals one process with batch 32.
@@ -294,3 +298,23 @@ def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_
     # Control: without gathering, each process sees only 15 negatives and the step differs.
     key = "encoder.layer.0.attention.self.query.weight"
     assert not torch.allclose(w_local[key], w1[key], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [["--beta_mode", "mle"], ["--max_seq_length", "2"], ["--temperature", "-1"]])
+def test_invalid_setting_fails_in_one_line_before_anything_loads(
+    bad: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from simcse_weince.text import train as train_module
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("a model, tokenizer or data set was loaded before the settings were checked")
+
+    for name in ("load_hf_encoder", "load_training_sentences", "stsb_task"):
+        monkeypatch.setattr(train_module, name, loaded)
+    monkeypatch.setattr(train_module.AutoTokenizer, "from_pretrained", loaded)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"{bad[0][2:]}: {bad[1]}\n")
+    assert train_module.main([str(cfg), "--output_dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {cfg}: ") and err.count("\n") == 1 and bad[0][2:] in err
+    assert not (tmp_path / "out").exists()

@@ -13,6 +13,7 @@ from simcse_weince.vision.model import SimCLRModel
 from tests.vision.fake_cifar import write_cifar10_zips
 
 
+@pytest.mark.slow
 def test_tiny_training_run(tmp_path: Path) -> None:
     from simcse_weince.vision.train import run
 
@@ -78,6 +79,7 @@ def test_vision_configs_parse(cfg: Path, tmp_path: Path) -> None:
         assert m.projection_dim == 64
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_two_process_run_with_sync_batchnorm(tmp_path: Path) -> None:
     """``accelerate launch`` with 2 CPU processes (gloo): gathered negatives, world size 2."""
@@ -140,3 +142,19 @@ def test_sync_batchnorm_is_refused_on_cpu_processes() -> None:
     assert maybe_sync_batchnorm(model, True, 1, torch.device("cpu")) is model  # single process: nothing to sync
     with pytest.raises(ValueError, match="sync_batchnorm needs CUDA"):
         maybe_sync_batchnorm(model, True, 2, torch.device("cpu"))
+
+
+def test_invalid_setting_fails_before_the_data_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from simcse_weince.vision import train as train_module
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("data was loaded before the settings were checked")
+
+    monkeypatch.setattr(train_module, "build_datasets", loaded)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("beta_mode: mle\n")
+    assert train_module.main([str(cfg), "--output_dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {cfg}: beta_mode must be one of") and err.count("\n") == 1

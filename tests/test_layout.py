@@ -1,0 +1,107 @@
+"""The package's shape: text and vision are siblings over a shared core; no import cycles; no private names
+imported across packages. Checked on the source (imports inside functions included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "simcse_weince"
+
+# package -> packages it must never import (directly or inside a function)
+FORBIDDEN = {
+    "losses": {"training", "text", "vision", "evaluation", "diagnostics"},
+    "training": {"text", "vision", "evaluation", "diagnostics"},
+    "text": {"vision", "diagnostics"},
+    "vision": {"text", "diagnostics", "evaluation"},
+    "evaluation": {"vision", "diagnostics", "training"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(imported module, imported names) of every import statement in the file, nested ones included."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.module, [a.name for a in node.names]))
+    return out
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def graph() -> dict[str, set[str]]:
+    """Module -> project modules it imports. ``from pkg import mod`` imports ``pkg.mod``; importing a
+    subpackage (its ``__init__``) counts as importing every module inside it, so a module and a package that
+    import each other (``encoding`` -> ``modeling``, ``modeling.export`` -> ``encoding``) form a cycle."""
+    edges: dict[str, set[str]] = {}
+    for name, path in MODULES.items():
+        targets = set()
+        for module, names in imports(path):
+            if not module.startswith("simcse_weince"):
+                continue
+            targets.add(module)
+            targets.update(f"{module}.{n}" for n in names if f"{module}.{n}" in MODULES)
+            if module != "simcse_weince" and MODULES.get(module, Path()).name == "__init__.py":
+                targets.update(m for m in MODULES if m.startswith(module + "."))
+        edges[name] = {t for t in targets if t in MODULES and t != name and not name.startswith(t + ".")}
+    return edges
+
+
+def subpackage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()) else None
+
+
+def test_the_source_tree_is_found() -> None:
+    assert {"simcse_weince.text.train", "simcse_weince.vision.train", "simcse_weince.training.trainer"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_forbidden_imports(package: str) -> None:
+    bad = [
+        f"{src} imports {dst}"
+        for src, dsts in graph().items()
+        if subpackage(src) == package
+        for dst in dsts
+        if subpackage(dst) in FORBIDDEN[package]
+    ]
+    assert not bad, bad
+
+
+def test_no_import_cycles() -> None:
+    edges = graph()
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for start in sorted(edges):
+        if start not in state:
+            visit(start, [start])
+    assert not cycles, cycles
+
+
+def test_no_private_names_across_packages() -> None:
+    bad = []
+    for src, path in MODULES.items():
+        for module, names in imports(path):
+            if module.startswith("simcse_weince") and subpackage(module) != subpackage(src):
+                bad += [f"{src}: from {module} import {n}" for n in names if n.startswith("_")]
+    assert not bad, bad

@@ -1,0 +1,61 @@
+"""Every setting is checked when the configuration is parsed, before any model or data is loaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
+from simcse_weince.training.arguments import LossArguments
+from simcse_weince.training.config import ConfigError, parse_config
+from simcse_weince.vision.arguments import SimCLRTrainingArguments, VisionDataArguments, VisionModelArguments
+
+TEXT = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
+VISION = (VisionModelArguments, VisionDataArguments, LossArguments, SimCLRTrainingArguments)
+
+# (groups, YAML key, bad value, words the one-line message must contain)
+INVALID = [
+    (TEXT, "beta_mode", "mle", "beta_mode must be one of unit, ols, hill; got 'mle'"),
+    (TEXT, "loss", "nce", "loss must be one of weince, infonce"),
+    (TEXT, "temperature", 0.0, "temperature must be > 0"),
+    (TEXT, "q", 1.5, "q must be in [0, 1]"),
+    (TEXT, "tail_frac", 0.0, "tail_frac must be in (0, 1]"),
+    (TEXT, "beta_min", 20.0, "beta_clamp"),
+    (TEXT, "fixed_lambda", 2.0, "fixed_lambda"),
+    (TEXT, "pooler", "max", "pooler must be one of cls, cls_before_pooler, avg, avg_first_last"),
+    (TEXT, "precision", "fp8", "precision must be one of auto, fp32, fp16, bf16"),
+    (TEXT, "per_device_train_batch_size", 0, "per_device_train_batch_size must be >= 1"),
+    (TEXT, "per_device_train_batch_size", 1, "a contrastive batch needs at least 2 rows"),
+    (TEXT, "max_seq_length", 2, "max_seq_length must be >= 3"),
+    (TEXT, "max_seq_length", 0, "max_seq_length must be >= 3"),
+    (TEXT, "eval_batch_size", 0, "eval_batch_size must be >= 1"),
+    (TEXT, "config_overrides", "layers", "key=value"),
+    (VISION, "backbone", "vgg", "backbone must be one of resnet18"),
+    (VISION, "dataset", "mnist", "dataset must be one of cifar10_zip"),
+    (VISION, "image_size", 0, "image_size must be >= 8"),
+    (VISION, "crop_min_scale", 0.0, "crop_min_scale must be in (0, 1]"),
+]
+
+
+@pytest.mark.parametrize(("groups", "key", "value", "message"), INVALID, ids=lambda x: str(x)[:30])
+def test_invalid_yaml_value_names_the_file_and_value(groups, key, value, message, tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(f"{key}: {value!r}\n".replace("'", '"') if isinstance(value, str) else f"{key}: {value}\n")
+    with pytest.raises(ConfigError) as err:
+        parse_config(groups, [str(cfg), "--output_dir", str(tmp_path)])
+    text = str(err.value)
+    assert text.startswith(f"{cfg}: ") and message in text and "\n" not in text
+
+
+def test_invalid_choice_on_the_command_line_is_refused_by_argparse(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as err:
+        parse_config(TEXT, ["--beta_mode", "mle", "--output_dir", str(tmp_path)])
+    assert err.value.code == 2
+    assert "invalid choice: 'mle'" in capsys.readouterr().err
+
+
+def test_infonce_still_checks_the_weince_knobs() -> None:
+    with pytest.raises(ValueError, match="q must be"):
+        LossArguments(loss="infonce", q=2.0)
+    assert LossArguments(loss="infonce").build().temperature == 0.05
