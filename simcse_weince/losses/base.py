@@ -36,10 +36,32 @@ class ContrastiveLoss(nn.Module):
         # Detached per-batch diagnostics of the last forward (tensors; reading them is the caller's sync).
         self.last_diagnostics: dict[str, torch.Tensor] = {}
 
-    def score_matrix(
-        self, anchors: torch.Tensor, positives: torch.Tensor, negative_mask: torch.Tensor | None
-    ) -> ScoreMatrix:
-        return score_matrix(anchors, positives, self.layout, negative_mask, self.gather_across_devices)
+    def forward(
+        self,
+        anchors: torch.Tensor,
+        positives: torch.Tensor,
+        negative_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Scalar loss of a batch.
+
+        Args:
+            anchors: (B, D) embeddings of view 1 (any float dtype; scored in float32, also under autocast).
+            positives: (B, D) embeddings of view 2; row i is the positive of anchor i.
+            negative_mask: optional (A, C) bool, True where a candidate is a known false negative.
+
+        Returns:
+            0-d float32 tensor.
+
+        Raises:
+            ValueError: mismatched shapes, fewer than 2 rows in the (global) batch, NaN or Inf embeddings.
+        """
+        lay = score_matrix(anchors, positives, self.layout, negative_mask, self.gather_across_devices)
+        with torch.autocast(lay.scores.device.type, enabled=False):
+            return self.loss_from_scores(lay)
+
+    def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
+        """The loss from a batch's float32 :class:`ScoreMatrix` (subclasses)."""
+        raise NotImplementedError
 
     def get_config_dict(self) -> dict[str, Any]:
         return {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from simcse_weince.losses.base import ContrastiveLoss
-from simcse_weince.losses.layout import masked_cross_entropy
+from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
 
 
 class InfoNCELoss(ContrastiveLoss):
@@ -26,14 +26,7 @@ class InfoNCELoss(ContrastiveLoss):
         >>> value = loss(torch.randn(8, 16), torch.randn(8, 16))
     """
 
-    def forward(
-        self,
-        anchors: torch.Tensor,
-        positives: torch.Tensor,
-        negative_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Args: anchors, positives (B, D); negative_mask (A, C) bool. Returns the scalar mean loss."""
-        lay = self.score_matrix(anchors, positives, negative_mask)
+    def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
         return masked_cross_entropy(lay.scores / self.temperature, lay)
 
     @property

@@ -90,8 +90,28 @@ def score_matrix(
     local = anchors.shape[0]
     if local * world < 2:
         raise ValueError(f"a contrastive batch needs at least 2 rows (global), got B = {local * world}")
+    check_finite(anchors, "anchors")
+    check_finite(positives, "positives")
+    with torch.autocast(anchors.device.type, enabled=False):
+        return _score_matrix(anchors, positives, layout, negative_mask, gather_across_devices, rank, world)
 
-    # Similarities in float32 even under fp16/bf16: bf16 rounds 0.999 to 1.0 and -log(1 - s) explodes.
+
+def check_finite(x: torch.Tensor, name: str) -> None:
+    """``ValueError`` if ``x`` holds NaN or Inf. On an accelerator the check is an asynchronous device-side
+    assert (no host sync per step); on the CPU it is a plain check."""
+    finite = torch.isfinite(x).all()
+    message = f"{name} contain NaN or Inf: the encoder produced non-finite embeddings (check the learning rate)"
+    if x.device.type == "cpu":
+        if not bool(finite):
+            raise ValueError(message)
+    else:
+        torch._assert_async(finite, message)
+
+
+def _score_matrix(anchors, positives, layout, negative_mask, gather_across_devices, rank, world) -> ScoreMatrix:
+    # Similarities in float32 even under fp16/bf16 (autocast is off here): bf16 rounds 0.999 to 1.0 and
+    # -log(1 - s) explodes.
+    local = anchors.shape[0]
     a = F.normalize(anchors.float(), dim=-1)  # (B, D)
     p = F.normalize(positives.float(), dim=-1)  # (B, D)
     offset = rank * local

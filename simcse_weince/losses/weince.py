@@ -167,23 +167,9 @@ class WeinceLoss(ContrastiveLoss):
         beta = stats.beta.detach()[:, None]  # stop-gradient (paper): β_i is not trained
         return weince_logits(scores, lam, beta, self.temperature, self.eps)
 
-    def forward(
-        self,
-        anchors: torch.Tensor,
-        positives: torch.Tensor,
-        negative_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Scalar WEINCE loss.
-
-        Args:
-            anchors: (B, D) embeddings of view 1 (any float dtype; scored in float32).
-            positives: (B, D) embeddings of view 2; row i is the positive of anchor i.
-            negative_mask: optional (A, C) bool, True where a candidate is a known false negative.
-
-        Returns:
-            0-d float32 tensor. Diagnostics of the batch are left in ``last_diagnostics``.
-        """
-        lay = self.score_matrix(anchors, positives, negative_mask)
+    def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
+        """Mean cross-entropy of the blended logits; the batch's statistics are kept in ``last_statistics``
+        and summarised (0-d tensors, no host sync) in ``last_diagnostics``."""
         stats = self.statistics(lay)
         self.last_statistics = stats
         self.last_diagnostics = diagnostics(stats)

@@ -30,6 +30,7 @@ class TextStats:
     blank_lines_skipped: int = 0
     unterminated_lines_dropped: int = 0
     truncated: int = 0
+    tail_sentences_dropped: int = 0  # the last batch would have scored a sentence alone (see single_row_tail)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -93,6 +94,20 @@ def tokenize_sentences(tokenizer, sentences: Sequence[str], max_length: int, sta
     stats.truncated += int(np.unique(mapping[~first]).size)  # sentences with at least one overflow chunk
     ids = enc["input_ids"]
     return [ids[i] for i in np.flatnonzero(first)]
+
+
+def single_row_tail(num_rows: int, batch_size: int, processes: int, gather_across_devices: bool) -> int:
+    """How many trailing rows to drop so that no process scores a 1-row batch at the end of an epoch.
+
+    The last batch of an epoch holds ``r = num_rows mod (batch_size × processes)`` rows, spread over the
+    processes (padded to equal sizes, ``ceil(r / processes)`` each). A contrastive batch needs 2 rows; with
+    negatives gathered across several processes the global batch counts, otherwise each process's own.
+    Returns ``r`` when the tail would leave a lone row, else 0.
+    """
+    r = num_rows % (batch_size * processes)
+    per_process = -(-r // processes)
+    scored_together = per_process * processes if gather_across_devices and processes > 1 else per_process
+    return r if 0 < r and scored_together < 2 else 0
 
 
 class SimCSECollator:

@@ -19,7 +19,7 @@ base_model: {base_model}
 # {title}
 
 Unsupervised SimCSE sentence encoder trained with **{loss_name}** by
-[simcse-weince](https://github.com/) (`train_unsup.py`).
+simcse-weince (`train_unsup.py`).
 
 | | |
 |---|---|

@@ -22,7 +22,14 @@ from transformers import AutoTokenizer, TrainerCallback
 from simcse_weince.evaluation.sts_data import STSSubset, STSTask, load_sts_task
 from simcse_weince.paths import resolve_data_path, resolve_model_path, senteval_root
 from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
-from simcse_weince.text.data import SimCSECollator, TextStats, load_hub_sentences, read_sentences, tokenize_sentences
+from simcse_weince.text.data import (
+    SimCSECollator,
+    TextStats,
+    load_hub_sentences,
+    read_sentences,
+    single_row_tail,
+    tokenize_sentences,
+)
 from simcse_weince.text.export import export_sentence_transformer
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
 from simcse_weince.text.model_card import render_model_card
@@ -85,6 +92,11 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
         stats.truncated,
         data_args.max_seq_length,
     )
+    batch, processes = training_args.per_device_train_batch_size, training_args.world_size
+    drop = single_row_tail(len(ids), batch, processes, loss_args.gather_across_devices)
+    if drop and not training_args.dataloader_drop_last:
+        logger.warning("dropping the last %d sentence(s): the epoch's last batch would score one sentence alone", drop)
+        ids, stats.tail_sentences_dropped = ids[:-drop], drop
     train_dataset = datasets.Dataset.from_dict({"input_ids": ids})
     sts_dev = stsb_task(data_args, "dev")
     sts_test = stsb_task(data_args, "test") if data_args.eval_test_at_end else None
@@ -132,6 +144,7 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
         model=model_args.model_name_or_path,
         pooler=model_args.pooler,
         inference_pooler=model.inference_pooler,
+        eval_max_pairs=data_args.eval_max_pairs,
     )
 
     model_dir = Path(training_args.output_dir) / "model"
@@ -139,7 +152,8 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
         card = render_model_card(
             base_model=model_args.model_name_or_path,
             from_config=model_args.init_from_config,
-            data_desc=f"{len(ids):,} sentences from {', '.join(stats.files)} ({stats.truncated} truncated)",
+            data_desc=f"{len(ids):,} sentences from {', '.join(Path(f).name for f in stats.files)} "
+            f"({stats.truncated} truncated)",
             loss_name="WEINCE" if loss_args.loss == "weince" else "InfoNCE",
             loss_config=loss.get_config_dict(),
             citation=loss.citation,
@@ -152,8 +166,8 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
             pooler=model_args.pooler,
             inference_pooler=model.inference_pooler,
             eval_steps=training_args.eval_steps,
-            scores={f"STS-B {k.split('_')[1]}": v for k, v in results["after"].items()},
-            usage_path=training_args.hub_model_id or str(model_dir),
+            scores={score_label(k, data_args.eval_max_pairs): v for k, v in results["after"].items()},
+            usage_path=training_args.hub_model_id if training_args.push_final_model else "path/to/this/folder",
             note=data_args.model_card_note,
         )
         export_sentence_transformer(model, tokenizer, model_dir, card=card)
@@ -177,6 +191,12 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     return results
 
 
+def score_label(key: str, max_pairs: int | None) -> str:
+    """``stsb_dev`` -> ``STS-B dev``, or ``STS-B dev (first 100 pairs)`` for a subset score."""
+    label = "STS-B " + key.split("_")[1]
+    return label if max_pairs is None else f"{label} (first {max_pairs} pairs)"
+
+
 def print_summary(results: dict) -> None:
     before, after = results["before"], results["after"]
     lam = results.get("mean_lambda")
@@ -185,7 +205,8 @@ def print_summary(results: dict) -> None:
         f"SimCSE run: {results['model']} ({results['loss']['name']}), pooler {results['inference_pooler']}",
         f"{'':<16}{'before':>10}{'after':>10}",
     ]
-    for key, label in (("stsb_dev", "STS-B dev"), ("stsb_test", "STS-B test")):
+    for key in ("stsb_dev", "stsb_test"):
+        label = score_label(key, results.get("eval_max_pairs"))
         if key in after:
             b = f"{before[key]:.2f}" if key in before else "-"
             lines.append(f"{label:<16}{b:>10}{after[key]:>10.2f}")

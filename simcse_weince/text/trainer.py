@@ -51,6 +51,11 @@ class STSEvaluator:
         self.show_progress_bar = show_progress_bar
         self.name = name
 
+    @property
+    def num_samples(self) -> int:
+        """Sentence pairs scored per evaluation."""
+        return sum(len(sub.scores) for sub in self.task.subsets)
+
     def __call__(self, model: nn.Module) -> dict[str, float]:
         encoder = SimCSEEncoder(
             model,

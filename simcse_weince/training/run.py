@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -38,17 +40,67 @@ def setup_logging(training_args: TrainingArguments) -> None:
 
 
 def start_run(training_args: TrainingArguments) -> float:
-    """Set up logging and the seed; returns the start time (``perf_counter``)."""
+    """Set up logging and the seed and resolve ``resume_from_checkpoint: last`` to a complete checkpoint
+    (so that a run with nothing to resume stops before loading anything); returns the start time."""
     setup_logging(training_args)
     set_seed(training_args.seed)
+    training_args.resume_from_checkpoint = resume_value(
+        training_args.resume_from_checkpoint, training_args.output_dir, training_args.process_index == 0
+    )
     return time.perf_counter()
 
 
-def resume_value(value: str | None) -> str | bool | None:
-    """``--resume_from_checkpoint`` as the Trainer takes it: ``last``/``latest``/``true`` -> True."""
-    if value is None:
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def is_temporary(name: str) -> bool:
+    return ".tmp" in name or name.startswith("tmp")
+
+
+def latest_complete_checkpoint(output_dir: str | Path, clean: bool = True) -> Path | None:
+    """The newest ``checkpoint-N`` folder that a save finished (``trainer_state.json`` written last, no
+    temporary file left), or ``None``.
+
+    Newer folders that a kill interrupted mid-save are reported; with ``clean`` their temporary files are
+    deleted and the folder is renamed ``checkpoint-N-incomplete`` (removed if nothing else is in it), so that
+    neither resuming nor the Trainer's checkpoint rotation takes it for a checkpoint.
+    """
+    folder = Path(output_dir)
+    if not folder.is_dir():
         return None
-    return True if value.lower() in ("true", "last", "latest") else value
+    found = sorted(
+        ((int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := CHECKPOINT.match(p.name))),
+        reverse=True,
+    )
+    for _, ckpt in found:
+        temporary = [f for f in ckpt.iterdir() if is_temporary(f.name)]
+        if (ckpt / "trainer_state.json").is_file() and not temporary:
+            return ckpt
+        logger.warning("skipping the incomplete checkpoint %s (a save that did not finish)", ckpt)
+        if clean:
+            for f in temporary:
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
+            if any(ckpt.iterdir()):
+                ckpt.rename(ckpt.with_name(ckpt.name + "-incomplete"))
+            else:
+                ckpt.rmdir()
+    return None
+
+
+def resume_value(value: str | None, output_dir: str | Path, main_process: bool = True) -> str | None:
+    """``--resume_from_checkpoint`` as the Trainer takes it: ``last``/``latest``/``true`` -> the newest
+    *complete* checkpoint of ``output_dir`` (incomplete ones skipped and, on the main process, cleaned).
+
+    Raises:
+        ConfigError: ``last`` but no complete checkpoint exists.
+    """
+    if value is None or value.lower() not in ("true", "last", "latest"):
+        return value
+    ckpt = latest_complete_checkpoint(output_dir, clean=main_process)
+    if ckpt is None:
+        raise ConfigError(f"--resume_from_checkpoint {value}: no complete checkpoint-N folder in {output_dir}")
+    logger.info("resuming from %s", ckpt)
+    return str(ckpt)
 
 
 def lambda_curve(log_history: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:
@@ -60,7 +112,7 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
     """Train (resuming if asked) and return what every run reports: steps, times, loss, λ curve, best
     checkpoint. With ``load_best_model_at_end`` the model holds the best checkpoint's weights afterwards."""
     t0 = time.perf_counter()
-    out = trainer.train(resume_from_checkpoint=resume_value(training_args.resume_from_checkpoint))
+    out = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)  # resolved by start_run
     seconds = time.perf_counter() - t0
     curve = lambda_curve(trainer.state.log_history)
     return {

@@ -104,18 +104,30 @@ class ContrastiveTrainer(Trainer):
         with self.compute_loss_context_manager():
             metrics = self.evaluator(self.accelerator.unwrap_model(self.model))
         metrics = {f"{metric_key_prefix}_{k}": float(v) for k, v in metrics.items()}
-        return EvalLoopOutput(predictions=None, label_ids=None, metrics=metrics, num_samples=0)
+        # the evaluator's sample count (pairs, images), so that the Trainer's samples/s is meaningful
+        samples = int(getattr(self.evaluator, "num_samples", 0))
+        return EvalLoopOutput(predictions=None, label_ids=None, metrics=metrics, num_samples=samples)
 
     # ---- logging ----------------------------------------------------------------------------------------
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         # Training logs (they carry "loss") get the diagnostics averaged over the micro-steps since the last
         # log; this is the only host sync they cost.
         if "loss" in logs and self._diag_steps:
-            for k, v in self._diag_sums.items():
-                logs[k] = round(float(v) / self._diag_steps, 6)
+            logs.update(self.global_diagnostics())
             self._diag_sums, self._diag_steps = {}, 0
             self.log_histograms()
         super().log(logs, start_time)
+
+    def global_diagnostics(self) -> dict[str, float]:
+        """The accumulated diagnostics over all processes: per-anchor means (λ, β, ρ, ΔAIC, shares) are
+        averaged over the processes, which hold equal numbers of anchors, so they equal the global batch's;
+        counters (``*_per_step``) are summed. One collective per log, none per step."""
+        keys = sorted(self._diag_sums)
+        local = torch.stack([self._diag_sums[k].reshape(()) for k in keys]) / self._diag_steps
+        world = self.args.world_size
+        mean = self.accelerator.reduce(local, reduction="mean") if world > 1 else local
+        values = mean.tolist()
+        return {k: round(v * world if k.endswith("_per_step") else v, 6) for k, v in zip(keys, values, strict=True)}
 
     def log_histograms(self) -> None:
         """λ and β of the last batch as TensorBoard histograms, when TensorBoard reporting is on."""

@@ -42,6 +42,11 @@ class KNNEvaluator:
         self.show_progress_bar = show_progress_bar
         self.k = k
 
+    @property
+    def num_samples(self) -> int:
+        """Query images per evaluation."""
+        return len(self.probe_test)
+
     def __call__(self, model: nn.Module) -> dict[str, float]:
         bs, dev, show = self.batch_size, self.device, self.show_progress_bar
         tr_f, tr_y = extract_features(model, self.probe_train, bs, dev, show)

@@ -74,3 +74,14 @@ def test_collator_pads_and_keys_duplicates(tiny_bert_dir: Path) -> None:
     keys = batch["sentence_key"].tolist()
     assert keys[0] == keys[2] != keys[1]
     assert sentence_key([1, 2, 3]) == sentence_key([1, 2, 3]) >= 0
+
+
+def test_single_row_tail() -> None:
+    from simcse_weince.text.data import single_row_tail
+
+    assert single_row_tail(33, 16, 1, True) == 1  # 2 full batches + a lone sentence
+    assert single_row_tail(34, 16, 1, True) == 0  # a 2-row tail is a valid contrastive batch
+    assert single_row_tail(32, 16, 1, True) == 0
+    assert single_row_tail(33, 8, 2, True) == 0  # 1 row padded to 1 per process: 2 rows gathered
+    assert single_row_tail(33, 8, 2, False) == 1  # ... but each process scores its own row alone
+    assert single_row_tail(35, 8, 2, False) == 0  # 3 rows -> 2 per process

@@ -101,8 +101,17 @@ def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) 
     assert "git_revision" in info and "transformers" in info and "beta_mode: ols" in info
     model_dir = out / "model"
     card = (model_dir / "README.md").read_text()
-    for needle in ("WEINCE", "cls_before_pooler", "STS-B dev", "STS-B test", "4 steps", '"beta_mode": "ols"'):
+    for needle in (
+        "WEINCE",
+        "cls_before_pooler",
+        "STS-B dev (first 60 pairs)",
+        "STS-B test (first 60 pairs)",
+        "4 steps",
+        '"beta_mode": "ols"',
+        'SentenceTransformer("path/to/this/folder")',
+    ):
         assert needle in card, needle
+    assert str(tmp_path) not in card and "https://github.com/)" not in card  # no local paths, no placeholder
     from sentence_transformers import SentenceTransformer
 
     st = SentenceTransformer(str(model_dir), device="cpu")
@@ -198,8 +207,12 @@ def test_resume_reaches_same_step_with_same_data_order(
         run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common), callbacks=[_StopAt(4)])
     assert (tmp_path / "cut" / "checkpoint-3").is_dir() and not (tmp_path / "cut" / "model").exists()
 
+    # a kill during the next save left a half-written folder: "last" must skip it and clean it up
+    (tmp_path / "cut" / "checkpoint-4").mkdir()
+    (tmp_path / "cut" / "checkpoint-4" / "model.safetensors.tmp1a2b").write_bytes(b"partial")
     seen.clear()
     resumed = run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common, "--resume_from_checkpoint", "last"))
+    assert not (tmp_path / "cut" / "checkpoint-4").exists()
     assert resumed["steps"] == 6
     assert seen == full_order[3:]  # steps 4..6 see exactly the batches of the uninterrupted run
     a = load_file(tmp_path / "full" / "checkpoint-6" / "model.safetensors")
@@ -289,6 +302,11 @@ def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_
     two = json.loads((tmp_path / "two" / "results.json").read_text())
     assert (single["world_size"], two["world_size"], two["steps"]) == (1, 2, 1)
     assert two["train_loss"] == pytest.approx(single["train_loss"], rel=1e-5)
+    # the logged statistics are the global batch's, not rank 0's
+    assert single["lambda_curve"] and len(two["lambda_curve"]) == len(single["lambda_curve"])
+    assert two["mean_lambda"] == pytest.approx(single["mean_lambda"], rel=1e-5, abs=1e-6)
+    local = json.loads((tmp_path / "two_local" / "results.json").read_text())
+    assert local["mean_lambda"] != pytest.approx(single["mean_lambda"], rel=1e-3)  # control: 16-row batches
     w1 = load_file(tmp_path / "one" / "model" / "model.safetensors")
     w2 = load_file(tmp_path / "two" / "model" / "model.safetensors")
     w_local = load_file(tmp_path / "two_local" / "model" / "model.safetensors")
@@ -318,3 +336,15 @@ def test_invalid_setting_fails_in_one_line_before_anything_loads(
     err = capsys.readouterr().err
     assert err.startswith(f"error: {cfg}: ") and err.count("\n") == 1 and bad[0][2:] in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_one_sentence_tail_batch_is_dropped_not_fatal(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    # 33 sentences in batches of 16: the epoch's third batch would hold one sentence, which no contrastive
+    # loss can score; the run drops it (and says so) instead of dying at the end of the epoch.
+    out = tmp_path / "run"
+    args = _args(tiny_bert_dir, wiki_sample, out, "--max_steps", "-1", "--num_train_epochs", "1",
+                 "--max_train_samples", "33", "--eval_test_at_end", "false")  # fmt: skip
+    results = run(args)
+    assert results["steps"] == 2 and results["text"]["tail_sentences_dropped"] == 1
+    assert (out / "model" / "model.safetensors").is_file() and (out / "results.json").is_file()

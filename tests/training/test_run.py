@@ -1,0 +1,53 @@
+"""The run skeleton: resuming from the newest complete checkpoint, the λ curve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simcse_weince.training.config import ConfigError
+from simcse_weince.training.run import lambda_curve, latest_complete_checkpoint, resume_value
+
+
+def _checkpoint(folder: Path, *files: str) -> Path:
+    folder.mkdir(parents=True)
+    for name in files:
+        (folder / name).write_text("x")
+    return folder
+
+
+def test_last_skips_and_cleans_incomplete_checkpoints(tmp_path: Path) -> None:
+    good = _checkpoint(tmp_path / "checkpoint-20", "model.safetensors", "trainer_state.json")
+    _checkpoint(tmp_path / "checkpoint-100", "model.safetensors", "trainer_state.json")
+    (tmp_path / "checkpoint-100" / "optimizer.pt.tmp3f").write_text("partial")  # killed while saving
+    _checkpoint(tmp_path / "checkpoint-120", "tmpab12")  # killed right at the start of a save
+    _checkpoint(tmp_path / "checkpoint-90", "model.safetensors")  # no trainer state: never finished
+    _checkpoint(tmp_path / "checkpoint-5", "model.safetensors", "trainer_state.json")
+    assert latest_complete_checkpoint(tmp_path, clean=False) == good
+    assert (tmp_path / "checkpoint-100" / "optimizer.pt.tmp3f").exists()  # nothing touched without clean
+    assert resume_value("last", tmp_path) == str(good)
+    assert not (tmp_path / "checkpoint-120").exists()  # only a temporary file: removed
+    assert sorted(p.name for p in (tmp_path / "checkpoint-100-incomplete").iterdir()) == [
+        "model.safetensors",
+        "trainer_state.json",
+    ]
+    assert (tmp_path / "checkpoint-90-incomplete").is_dir()
+    assert resume_value("checkpoint-5", tmp_path) == "checkpoint-5" and resume_value(None, tmp_path) is None
+
+
+def test_last_without_a_complete_checkpoint_is_a_config_error(tmp_path: Path) -> None:
+    _checkpoint(tmp_path / "checkpoint-3", "tmp1")
+    with pytest.raises(ConfigError, match=r"no complete checkpoint-N folder in"):
+        resume_value("last", tmp_path)
+    with pytest.raises(ConfigError):
+        resume_value("latest", tmp_path / "missing")
+
+
+def test_lambda_curve() -> None:
+    history = [
+        {"step": 1, "loss": 2.0, "lambda_mean": 0.25},
+        {"step": 2, "eval_x": 1.0},
+        {"step": 3, "lambda_mean": 0.5},
+    ]
+    assert lambda_curve(history) == [(1, 0.25), (3, 0.5)]
