@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 setup: $(VENV)/.installed
 
 quickstart: setup
-	$(PY) train_unsup.py configs/quickstart.yaml
+	$(PY) train_unsup.py configs/quickstart.yaml --overwrite_output_dir true
 
 # Everything: lint, the fast tests first (about a minute), then the slow end-to-end and subprocess tests.
 test: setup

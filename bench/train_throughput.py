@@ -150,7 +150,7 @@ def run_variant(
                 "--train_files",
                 data,
                 "--drop_unterminated_last_line",
-                "true",
+                "wiki1m_for_simcse.head*",
                 "--max_train_samples",
                 str(n),
                 "--max_seq_length",

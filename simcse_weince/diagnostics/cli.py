@@ -26,11 +26,11 @@ from simcse_weince.diagnostics.plots import plot_lambda, plot_link, plot_stabili
 from simcse_weince.diagnostics.pot import fit_pot, threshold_stability
 from simcse_weince.diagnostics.scores import EmbeddedBatch, negative_scores, positive_ranks
 from simcse_weince.diagnostics.weince_summary import batch_statistics, summarise
+from simcse_weince.errors import run_command
 from simcse_weince.losses import WeinceLoss
-from simcse_weince.paths import resolve_data_path, resolve_model_path, senteval_root
+from simcse_weince.paths import check_model_source, resolve_data_path, resolve_model_path, senteval_root
 from simcse_weince.training.arguments import BetaMode, LossArguments
 from simcse_weince.training.config import ConfigError
-from simcse_weince.training.run import cli_main
 from simcse_weince.vision.model import simclr_folder
 
 logger = logging.getLogger(__name__)
@@ -210,6 +210,8 @@ def run(argv: Sequence[str]) -> dict:
     path = resolve_model_path(args.model)
     kind = model_kind(args, path)
     loss, loss_source = statistics_loss(args, path, "simcse" if kind == "text" else "ntxent")  # before loading
+    if kind == "text":
+        path = check_model_source(args.model)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     batches, geometry, space = collect(args, path, kind)
@@ -288,4 +290,4 @@ def summary_text(r: dict) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
-    return 0 if cli_main(run, sys.argv[1:] if argv is None else argv) is not None else 2
+    return run_command(run, sys.argv[1:] if argv is None else argv)[1]

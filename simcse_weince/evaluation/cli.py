@@ -8,8 +8,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcse_weince.evaluation.runner import MODES, resolve_tasks, run_evaluation, write_report
-from simcse_weince.paths import resolve_data_path, resolve_model_path, senteval_root
+from simcse_weince.errors import run_command
+from simcse_weince.evaluation.runner import MODES, load_tasks, run_evaluation, write_report
+from simcse_weince.paths import check_model_source, resolve_data_path, senteval_root
 from simcse_weince.text.encoder import load_text_encoder
 from simcse_weince.text.poolers import POOLERS
 
@@ -51,11 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
-    resolve_tasks(args.tasks)  # a misspelt task fails before the model is loaded
-    model_path = resolve_model_path(args.model)
+def run(argv: Sequence[str]) -> dict:
+    """Parse, read every task's files, load the model, evaluate (results saved after every task)."""
+    args = build_parser().parse_args(argv)
+    data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
+    tasks = load_tasks(args.tasks, args.mode, data_dir)  # missing or malformed files fail before the model loads
+    model_path = check_model_source(args.model)
     encoder = load_text_encoder(
         model_path,
         pooler=args.pooler,
@@ -65,14 +67,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         show_progress_bar=not args.no_progress,
         precision=args.precision,
     )
-    data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
-    report = run_evaluation(encoder, args.model, args.tasks, args.mode, data_dir, args.seed)
     out = args.output_dir or Path("eval_results") / Path(args.model.rstrip("/")).name
+    report = run_evaluation(encoder, args.model, tasks, seed=args.seed, on_task=lambda r: write_report(r, out))
     js, md = write_report(report, out)
     print()
     print(report.markdown())
     print(f"results: {js} and {md}")
-    return 0
+    return report.to_dict()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
+    return run_command(run, sys.argv[1:] if argv is None else argv)[1]
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,9 +13,9 @@ import numpy as np
 
 from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.sts import STSResult, evaluate_sts
-from simcse_weince.evaluation.sts_data import STS_YEARS, load_sts_task
+from simcse_weince.evaluation.sts_data import STS_YEARS, STSTask, load_sts_task
 from simcse_weince.evaluation.transfer import TransferResult, evaluate_transfer
-from simcse_weince.evaluation.transfer_data import TRANSFER_TASKS, load_transfer_task
+from simcse_weince.evaluation.transfer_data import TRANSFER_TASKS, TransferTask, load_transfer_task
 
 logger = logging.getLogger(__name__)
 
@@ -128,37 +128,74 @@ class EvaluationReport:
         return "\n".join(parts)
 
 
-def run_evaluation(
-    encoder: Encoder,
-    model_name: str,
-    tasks: str | Sequence[str] = "all",
-    mode: str = "test",
-    data_dir: Path | None = None,
-    seed: int = 1111,
-) -> EvaluationReport:
-    """Evaluate ``encoder`` on the tasks; ``mode`` = dev (STS-B/SICK-R dev, transfer dev accuracy),
-    test (everything, 10-fold), fast (everything, 5-fold, fewer solver iterations)."""
+@dataclass
+class TaskSet:
+    """The loaded data of every requested task (all files read and checked before anything is encoded)."""
+
+    mode: str
+    sts: dict[str, STSTask] = field(default_factory=dict)
+    transfer: dict[str, TransferTask] = field(default_factory=dict)
+
+
+def load_tasks(tasks: str | Sequence[str], mode: str, data_dir: Path | None) -> TaskSet:
+    """Read every task's files for ``mode``; a missing or malformed file fails here, before any encoding.
+
+    Raises:
+        ValueError: unknown mode or task name, or a malformed file (names file:line).
+        FileNotFoundError: a missing task folder or file.
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     sts_names, transfer_names = resolve_tasks(tasks)
     if mode == "dev":
         sts_names = [t for t in sts_names if t in ("STSBenchmark", "SICKRelatedness")]
+    loaded = TaskSet(mode)
+    for name in sts_names:
+        loaded.sts[name] = load_sts_task(name, data_dir, "dev" if mode == "dev" else "test")
+    for name in transfer_names:
+        loaded.transfer[name] = load_transfer_task(name, data_dir)
+    return loaded
+
+
+def run_evaluation(
+    encoder: Encoder,
+    model_name: str,
+    tasks: str | Sequence[str] | TaskSet = "all",
+    mode: str = "test",
+    data_dir: Path | None = None,
+    seed: int = 1111,
+    on_task: Callable[[EvaluationReport], None] | None = None,
+) -> EvaluationReport:
+    """Evaluate ``encoder`` on the tasks; ``mode`` = dev (STS-B/SICK-R dev, transfer dev accuracy),
+    test (everything, 10-fold), fast (everything, 5-fold, fewer solver iterations).
+
+    ``tasks`` is a task spec (its files are all read first, see :func:`load_tasks`) or a loaded
+    :class:`TaskSet`; ``on_task(report)`` is called after every task, e.g. to save partial results.
+    """
+    loaded = tasks if isinstance(tasks, TaskSet) else load_tasks(tasks, mode, data_dir)
+    mode = loaded.mode
     cached = CachingEncoder(encoder)
     report = EvaluationReport(model_name, mode)
     t0 = time.perf_counter()
-    for name in sts_names:
-        task = load_sts_task(name, data_dir, "dev" if mode == "dev" else "test")
+
+    def done() -> None:
+        report.seconds = time.perf_counter() - t0
+        report.encode_seconds = cached.encode_seconds
+        if on_task is not None:
+            on_task(report)
+
+    for name, task in loaded.sts.items():
         report.sts[name] = res = evaluate_sts(cached, task)
         skipped = f", {res.skipped} unscored pairs skipped" if res.skipped else ""
         logger.info("%s: Spearman %.2f on %d pairs%s", name, res.main, res.num_pairs, skipped)
+        done()
     k, max_iter = (5, 200) if mode == "fast" else (10, 1000)
-    for name in transfer_names:
-        task = load_transfer_task(name, data_dir)
+    for name, task in loaded.transfer.items():
         if task.empty_sentences:
             logger.info("%s: %d blank lines kept as empty sentences (SentEval's behaviour)", name, task.empty_sentences)
         report.transfer[name] = evaluate_transfer(cached, task, k=k, seed=seed, max_iter=max_iter, log=logger.info)
-    report.seconds = time.perf_counter() - t0
-    report.encode_seconds = cached.encode_seconds
+        done()
+    done()
     return report
 
 

@@ -64,8 +64,12 @@ class DataArguments:
     hub_data_file: str | None = field(default="wiki1m_for_simcse.txt", metadata={"help": "File in the dataset."})
     max_seq_length: int = field(default=32, metadata={"help": "Truncate sentences to this many tokens."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N sentences."})
-    drop_unterminated_last_line: bool = field(
-        default=False, metadata={"help": "Drop a last line without newline (a file cut off mid-line)."}
+    drop_unterminated_last_line: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Names (or glob patterns) of training files that were cut off mid-line, e.g. a byte-range "
+            "sample: their last line, if it has no final newline, is dropped. Other files keep every line."
+        },
     )
     senteval_dir: str | None = field(
         default=None,
@@ -81,6 +85,12 @@ class DataArguments:
     model_card_note: str = field(default="", metadata={"help": "A paragraph added to the model card."})
 
     def __post_init__(self) -> None:
+        cut = self.drop_unterminated_last_line
+        if isinstance(cut, bool) or (cut and {str(c).lower() for c in cut} & {"true", "false"}):
+            raise ValueError(
+                f"drop_unterminated_last_line names the files cut off mid-line (file names or glob patterns, "
+                f"e.g. ['wiki1m_for_simcse.head*']), not true/false; got {cut!r}"
+            )
         check_at_least("max_seq_length", self.max_seq_length, MIN_SEQ_LENGTH)
         check_at_least("max_train_samples", self.max_train_samples, 2)
         check_at_least("eval_max_pairs", self.eval_max_pairs, 2)

@@ -16,6 +16,7 @@ A SentenceTransformer folder with other modules (or that lowercases the text its
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,30 @@ def checkpoint_folder(name_or_path: str) -> Path:
 
 def is_sentence_transformer(path: Path) -> bool:
     return (path / "modules.json").is_file()
+
+
+def inference_settings(path: str | Path) -> tuple[bool, int | None]:
+    """(normalize, max_seq_length) of a SentenceTransformer folder, read from its JSON files (nothing
+    loaded): whether its last module is ``Normalize``, and its saved length limit (``None`` if it has none
+    or the folder is not a SentenceTransformer)."""
+    path = Path(path)
+    try:
+        mods = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False, None
+    normalize = bool(mods) and str(mods[-1].get("type", "")).endswith("Normalize")
+    max_len = None
+    # sentence-transformers keeps the limit in sentence_bert_config.json, or (6.x exports) in the tokenizer's
+    # model_max_length
+    for name, key in (("sentence_bert_config.json", "max_seq_length"), ("tokenizer_config.json", "model_max_length")):
+        try:
+            value = json.loads((path / name).read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError):
+            continue
+        if isinstance(value, int) and 0 < value < 1_000_000:  # tokenizers without a limit store ~1e30
+            max_len = value
+            break
+    return normalize, max_len
 
 
 def load_text_checkpoint(name_or_path: str, pooler: str | None = None) -> TextCheckpoint:

@@ -19,6 +19,7 @@ from simcse_weince.losses.duplicates import sentence_key
 from simcse_weince.textfiles import decode_utf8
 
 logger = logging.getLogger(__name__)
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass
@@ -46,12 +47,21 @@ def read_sentences(
         ValueError: invalid UTF-8 (names file:line) or no sentence in the file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"training text file {path} is a directory; expected a text file, one sentence per line"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"training text file not found: {path} (expected one sentence per line)")
     raw = path.read_bytes()
     stats = stats if stats is not None else TextStats()
+    if raw[:2] == GZIP_MAGIC:
+        raise ValueError(f"{path} is gzip-compressed; decompress it first (gunzip {path}): expected plain UTF-8 text")
     if drop_unterminated_last_line and raw and not raw.endswith(b"\n"):
-        raw = raw[: raw.rfind(b"\n") + 1]
+        cut = raw.rfind(b"\n") + 1
+        line = raw[:cut].count(b"\n") + 1
+        logger.warning("%s:%d: dropping the unterminated last line (a cut-off file): %r", path, line, raw[cut:][:60])
+        raw = raw[:cut]
         stats.unterminated_lines_dropped += 1
     text = decode_utf8(raw, path, "UTF-8 text, one sentence per line")
     sentences = []

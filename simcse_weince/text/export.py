@@ -61,12 +61,18 @@ def sentence_transformer_modules(model: SimCSEModel, folder: str, max_seq_length
 
 
 def export_sentence_transformer(
-    model: SimCSEModel, tokenizer, folder: str | Path, max_seq_length: int | None = None, card: str | None = None
+    model: SimCSEModel,
+    tokenizer,
+    folder: str | Path,
+    max_seq_length: int | None = None,
+    card: str | None = None,
+    normalize: bool = False,
 ) -> Path:
     """Write ``folder`` so that ``SentenceTransformer(folder)`` gives the model's inference embeddings.
 
     ``max_seq_length`` defaults to :func:`~simcse_weince.text.model.inference_max_length`, the limit the
-    project's own evaluators use, so both encode the same tokens.
+    project's own evaluators use, so both encode the same tokens; ``normalize`` appends a ``Normalize``
+    module (kept from a base model that had one: cosine scores are unchanged, dot products are not).
     """
     from sentence_transformers import SentenceTransformer
 
@@ -79,7 +85,12 @@ def export_sentence_transformer(
         model.encoder.config.output_hidden_states = True
     model.encoder.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    st = SentenceTransformer(modules=sentence_transformer_modules(model, str(folder), max_seq_length), device="cpu")
+    modules = sentence_transformer_modules(model, str(folder), max_seq_length)
+    if normalize:
+        from sentence_transformers.base.modules.normalize import Normalize
+
+        modules.append(Normalize())
+    st = SentenceTransformer(modules=modules, device="cpu")
     st.save(str(folder), create_model_card=card is None)
     if card is not None:
         (folder / "README.md").write_text(card, encoding="utf-8")

@@ -28,6 +28,7 @@ simcse-weince (`train_unsup.py`).
 | loss | {loss_name}: `{loss_config}` |
 | training | {steps} steps, batch {batch} × {processes} process(es), lr {lr}, max_seq_length {max_len}, {precision} |
 | pooling | training `{pooler}`; inference `{inference_pooler}` (this folder) |
+| inference | {inference_desc} |
 | model selection | best STS-B dev Spearman, evaluated every {eval_steps} steps |
 
 ## Scores (cosine Spearman × 100)
@@ -75,6 +76,7 @@ def render_model_card(
     scores: dict[str, float],
     usage_path: str,
     note: str = "",
+    inference_desc: str = "",
 ) -> str:
     rows = "\n".join(f"| {k} | {v:.2f} |" for k, v in scores.items()) or "| (not evaluated) | |"
     base_desc = (
@@ -100,5 +102,6 @@ def render_model_card(
         score_rows=rows,
         note=note,
         usage_path=usage_path,
+        inference_desc=inference_desc,
         citation=citation.strip(),
     )

@@ -9,6 +9,7 @@ folder to the Hub.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import sys
@@ -19,9 +20,11 @@ from pathlib import Path
 import datasets
 from transformers import AutoTokenizer, TrainerCallback
 
+from simcse_weince.errors import run_command
 from simcse_weince.evaluation.sts_data import STSSubset, STSTask, load_sts_task
-from simcse_weince.paths import resolve_data_path, resolve_model_path, senteval_root
+from simcse_weince.paths import check_model_source, resolve_data_path, senteval_root
 from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
+from simcse_weince.text.checkpoint import inference_settings
 from simcse_weince.text.data import (
     SimCSECollator,
     TextStats,
@@ -31,23 +34,29 @@ from simcse_weince.text.data import (
     tokenize_sentences,
 )
 from simcse_weince.text.export import export_sentence_transformer
-from simcse_weince.text.model import SimCSEModel, load_hf_encoder
+from simcse_weince.text.model import SimCSEModel, inference_max_length, load_hf_encoder
 from simcse_weince.text.model_card import render_model_card
 from simcse_weince.text.trainer import SimCSETrainer, STSEvaluator
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
 from simcse_weince.training.hub import HubPushError, push_folder
-from simcse_weince.training.run import cli_main, start_run, train_and_record, write_results
+from simcse_weince.training.run import start_run, train_and_record, write_results
 
 logger = logging.getLogger(__name__)
 ARG_GROUPS = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
+
+
+def is_cut_file(path: str, patterns: list[str] | None) -> bool:
+    """Whether ``path`` matches one of ``drop_unterminated_last_line``'s names or glob patterns."""
+    return any(fnmatch.fnmatch(Path(path).name, p) or fnmatch.fnmatch(path, p) for p in patterns or ())
 
 
 def load_training_sentences(data: DataArguments, stats: TextStats) -> list[str]:
     if data.train_files:
         sentences: list[str] = []
         for f in data.train_files:
-            sentences += read_sentences(resolve_data_path(f), data.drop_unterminated_last_line, stats)
+            path = resolve_data_path(f)
+            sentences += read_sentences(path, is_cut_file(path, data.drop_unterminated_last_line), stats)
     else:
         sentences = load_hub_sentences(data.hub_dataset, data.hub_data_file)
         stats.files.append(f"hub:{data.hub_dataset}/{data.hub_data_file}")
@@ -74,15 +83,20 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     loss = loss_args.build("simcse")
     t_start = start_run(training_args)
 
-    model_path = resolve_model_path(model_args.model_name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model_args.tokenizer_name or model_path))
+    model_path = check_model_source(model_args.model_name_or_path)
+    tokenizer_path = check_model_source(model_args.tokenizer_name) if model_args.tokenizer_name else model_path
+
+    # Every file is read (and checked) before the model loads. Every process reads and tokenises the text
+    # itself, at the same time (about a minute per 1M lines): nothing is cached between processes, so letting
+    # the main process go first would only serialise the work.
+    stats = TextStats()
+    sentences = load_training_sentences(data_args, stats)
+    sts_dev = stsb_task(data_args, "dev")
+    sts_test = stsb_task(data_args, "test") if data_args.eval_test_at_end else None
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     encoder = load_hf_encoder(model_path, model_args.init_from_config, model_args.overrides())
     model = SimCSEModel(encoder, pooler=model_args.pooler, mlp_only_train=model_args.mlp_only_train)
-
-    stats = TextStats()
-    # Every process reads and tokenises the text itself, at the same time (about a minute per 1M lines): nothing
-    # is cached between processes, so letting the main process go first would only serialise the work.
-    sentences = load_training_sentences(data_args, stats)
     ids = tokenize_sentences(tokenizer, sentences, data_args.max_seq_length, stats)
     logger.info(
         "training text: %d sentences from %s; %d blank lines skipped; %d truncated to %d tokens",
@@ -98,8 +112,6 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
         logger.warning("dropping the last %d sentence(s): the epoch's last batch would score one sentence alone", drop)
         ids, stats.tail_sentences_dropped = ids[:-drop], drop
     train_dataset = datasets.Dataset.from_dict({"input_ids": ids})
-    sts_dev = stsb_task(data_args, "dev")
-    sts_test = stsb_task(data_args, "test") if data_args.eval_test_at_end else None
 
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": training_args}
     if training_args.should_save:
@@ -107,8 +119,14 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
 
     show_progress = not training_args.disable_tqdm and training_args.process_index == 0
 
+    # A SentenceTransformer base model keeps its inference settings (Normalize, length limit) in the export,
+    # and the STS scores during training use the same limit, so they are the exported folder's scores.
+    base_normalize, base_max_len = inference_settings(model_path)
+
     def evaluator(task: STSTask) -> STSEvaluator:
-        return STSEvaluator(task, tokenizer, data_args.eval_batch_size, training_args.device, show_progress)
+        return STSEvaluator(
+            task, tokenizer, data_args.eval_batch_size, training_args.device, show_progress, max_length=base_max_len
+        )
 
     trainer = SimCSETrainer(
         model=model,
@@ -169,8 +187,11 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
             scores={score_label(k, data_args.eval_max_pairs): v for k, v in results["after"].items()},
             usage_path=training_args.hub_model_id if training_args.push_final_model else "path/to/this/folder",
             note=data_args.model_card_note,
+            inference_desc=inference_description(base_normalize, base_max_len, tokenizer, encoder.config),
         )
-        export_sentence_transformer(model, tokenizer, model_dir, card=card)
+        export_sentence_transformer(
+            model, tokenizer, model_dir, max_seq_length=base_max_len, card=card, normalize=base_normalize
+        )
         results["model_dir"] = str(model_dir)
         results["total_seconds"] = time.perf_counter() - t_start
         write_results(training_args.output_dir, results)
@@ -188,7 +209,17 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
             except HubPushError as err:
                 logger.error("%s", err)
                 results["hub_error"] = str(err)
+            write_results(training_args.output_dir, results)  # the push's outcome is part of the record
     return results
+
+
+def inference_description(normalize: bool, base_max_len: int | None, tokenizer, config) -> str:
+    """What the exported folder does at inference, and where that comes from, for the model card."""
+    if base_max_len is not None:
+        desc = f"max_seq_length {base_max_len} (as the base model)"
+    else:
+        desc = f"max_seq_length {inference_max_length(tokenizer, config)} (the model's limit)"
+    return desc + ("; L2-normalised output (the base model's Normalize module)" if normalize else "")
 
 
 def score_label(key: str, max_pairs: int | None) -> str:
@@ -222,10 +253,8 @@ def print_summary(results: dict) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    results = cli_main(run, sys.argv[1:] if argv is None else argv)
-    if results is None:
-        return 2
-    return 1 if "hub_error" in results else 0
+    results, code = run_command(run, sys.argv[1:] if argv is None else argv)
+    return code or (1 if "hub_error" in results else 0)
 
 
 if __name__ == "__main__":

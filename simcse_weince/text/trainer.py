@@ -33,6 +33,7 @@ class STSEvaluator:
         device: where the model lives.
         show_progress_bar: encoding progress bars.
         name: metric name prefix (``stsb``).
+        max_length: token limit of the encoder (default: the model's, at most 512), as the exported folder.
     """
 
     def __init__(
@@ -43,6 +44,7 @@ class STSEvaluator:
         device: str | torch.device | None = None,
         show_progress_bar: bool = False,
         name: str = "stsb",
+        max_length: int | None = None,
     ) -> None:
         self.task = task
         self.tokenizer = tokenizer
@@ -50,6 +52,7 @@ class STSEvaluator:
         self.device = device
         self.show_progress_bar = show_progress_bar
         self.name = name
+        self.max_length = max_length
 
     @property
     def num_samples(self) -> int:
@@ -61,6 +64,7 @@ class STSEvaluator:
             model,
             self.tokenizer,
             batch_size=self.batch_size,
+            max_length=self.max_length,
             device=self.device,
             show_progress_bar=self.show_progress_bar,
         )

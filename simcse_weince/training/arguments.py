@@ -91,6 +91,10 @@ class ContrastiveTrainingArguments(TrainingArguments):
     remove_unused_columns: bool = False
     ddp_find_unused_parameters: bool | None = False
     precision: Precision = field(default="auto", metadata={"help": "auto (fp16 on CUDA) | fp32 | fp16 | bf16"})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Train into an output_dir that holds a previous run (its checkpoints may be replaced)."},
+    )
     push_final_model: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -115,6 +119,12 @@ class ContrastiveTrainingArguments(TrainingArguments):
                 f"a contrastive batch needs at least 2 rows: per_device_train_batch_size "
                 f"{self.per_device_train_batch_size} × {processes} process(es)"
             )
+
+    def __getstate__(self) -> dict:
+        # The Trainer pickles its arguments next to every checkpoint (training_args.bin): secrets stay out.
+        state = dict(self.__dict__)
+        state["hub_token"] = None
+        return state
 
     @property
     def precision_name(self) -> str:

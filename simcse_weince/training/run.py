@@ -18,7 +18,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,34 @@ def start_run(training_args: TrainingArguments) -> float:
     training_args.resume_from_checkpoint = resume_value(
         training_args.resume_from_checkpoint, training_args.output_dir, training_args.process_index == 0
     )
+    if training_args.resume_from_checkpoint is None and not getattr(training_args, "overwrite_output_dir", False):
+        check_fresh_output_dir(training_args.output_dir)
     return time.perf_counter()
+
+
+def previous_run(output_dir: str | Path) -> list[str]:
+    """What a finished or interrupted run left in ``output_dir`` (checkpoints, ``model/``, ``results.json``)."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return []
+    found = sorted(p.name for p in folder.iterdir() if CHECKPOINT.match(p.name))
+    found += [name for name in ("model", "results.json") if (folder / name).exists()]
+    return found
+
+
+def check_fresh_output_dir(output_dir: str | Path) -> None:
+    """Refuse to train into a folder holding a previous run (the Trainer would rotate its checkpoints away).
+
+    Raises:
+        ConfigError: naming what is there and the two ways on.
+    """
+    found = previous_run(output_dir)
+    if found:
+        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+        raise ConfigError(
+            f"output_dir {output_dir} holds a previous run ({shown}); continue it with --resume_from_checkpoint "
+            "last, replace it with --overwrite_output_dir true, or choose another --output_dir"
+        )
 
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
@@ -112,7 +139,21 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
     """Train (resuming if asked) and return what every run reports: steps, times, loss, λ curve, best
     checkpoint. With ``load_best_model_at_end`` the model holds the best checkpoint's weights afterwards."""
     t0 = time.perf_counter()
-    out = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)  # resolved by start_run
+    try:
+        out = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)  # resolved by start_run
+    except BaseException as err:
+        if training_args.should_save:
+            ckpt = latest_complete_checkpoint(training_args.output_dir, clean=False)
+            where = f"the last complete checkpoint is {ckpt}" if ckpt else "no checkpoint was saved yet"
+            logger.error(
+                "training stopped at step %d (%s: %s); %s. Resume with the same command plus "
+                "--resume_from_checkpoint last",
+                trainer.state.global_step,
+                type(err).__name__,
+                " ".join(str(err).split())[:200],
+                where,
+            )
+        raise
     seconds = time.perf_counter() - t0
     curve = lambda_curve(trainer.state.log_history)
     return {
@@ -135,12 +176,3 @@ def write_results(output_dir: str | Path, results: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
     return path
-
-
-def cli_main(run: Callable[[Sequence[str]], dict[str, Any]], argv: Sequence[str]) -> dict[str, Any] | None:
-    """Call ``run(argv)``; a configuration error is printed as one line (no traceback) and gives ``None``."""
-    try:
-        return run(argv)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return None

@@ -130,9 +130,13 @@ class ContrastiveTrainer(Trainer):
         return {k: round(v * world if k.endswith("_per_step") else v, 6) for k, v in zip(keys, values, strict=True)}
 
     def log_histograms(self) -> None:
-        """λ and β of the last batch as TensorBoard histograms, when TensorBoard reporting is on."""
+        """λ and β of the last global batch as TensorBoard histograms, when TensorBoard reporting is on."""
         stats = getattr(self.contrastive_loss, "last_statistics", None)
-        if stats is None or not self.is_world_process_zero():
+        if stats is None:
+            return
+        if self.args.world_size > 1:  # every process takes part; the anchors of all of them are plotted
+            stats = stats._replace(lam=self.accelerator.gather(stats.lam), beta=self.accelerator.gather(stats.beta))
+        if not self.is_world_process_zero():
             return
         for cb in self.callback_handler.callbacks:
             writer = getattr(cb, "tb_writer", None)

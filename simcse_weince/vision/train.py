@@ -17,10 +17,11 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
+from simcse_weince.errors import run_command
 from simcse_weince.paths import resolve_data_path
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
-from simcse_weince.training.run import cli_main, start_run, train_and_record, write_results
+from simcse_weince.training.run import start_run, train_and_record, write_results
 from simcse_weince.vision.arguments import SimCLRTrainingArguments, VisionDataArguments, VisionModelArguments
 from simcse_weince.vision.augment import TwoViews, eval_transform, simclr_transform
 from simcse_weince.vision.data import Indexed, balanced_subset, collate, load_image_dataset
@@ -172,7 +173,7 @@ def results_table(results: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return 0 if cli_main(run, sys.argv[1:] if argv is None else argv) is not None else 2
+    return run_command(run, sys.argv[1:] if argv is None else argv)[1]
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def test_paper_scale_script_with_a_tiny_model(tiny_bert_dir: Path, wiki_sample: 
             "--train_files",
             str(wiki_sample),
             "--drop_unterminated_last_line",
-            "true",
+            "wiki1m_for_simcse.head*",
             "--max_train_samples",
             "64",
             "--max_seq_length",

