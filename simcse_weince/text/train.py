@@ -39,10 +39,11 @@ from simcse_weince.text.model_card import render_model_card
 from simcse_weince.text.trainer import SimCSETrainer, STSEvaluator
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
-from simcse_weince.training.hub import HubPushError, push_folder
+from simcse_weince.training.hub import HubPushError
 from simcse_weince.training.run import start_run, train_and_record, write_results
 
 logger = logging.getLogger(__name__)
+LOCAL_USAGE_PATH = "path/to/this/folder"
 ARG_GROUPS = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
 
 
@@ -185,7 +186,7 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
             inference_pooler=model.inference_pooler,
             eval_steps=training_args.eval_steps,
             scores={score_label(k, data_args.eval_max_pairs): v for k, v in results["after"].items()},
-            usage_path=training_args.hub_model_id if training_args.push_final_model else "path/to/this/folder",
+            usage_path=trainer.hub_model_id if training_args.push_to_hub else LOCAL_USAGE_PATH,
             note=data_args.model_card_note,
             inference_desc=inference_description(base_normalize, base_max_len, tokenizer, encoder.config),
         )
@@ -196,20 +197,23 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
         results["total_seconds"] = time.perf_counter() - t_start
         write_results(training_args.output_dir, results)
         print_summary(results)
-        if training_args.push_final_model:
+        if training_args.push_to_hub:
             try:
-                url = push_folder(
-                    model_dir,
-                    training_args.hub_model_id,
-                    private=bool(training_args.hub_private_repo),
-                    token=training_args.hub_token,
-                )
+                url = trainer.push_final_folder(str(model_dir), "End of training: SentenceTransformer model and card")
                 logger.info("pushed %s to %s", model_dir, url)
                 results["hub_url"] = url
             except HubPushError as err:
                 logger.error("%s", err)
                 results["hub_error"] = str(err)
-            write_results(training_args.output_dir, results)  # the push's outcome is part of the record
+                card_path = model_dir / "README.md"  # the card must not point at a repository without the model
+                card_path.write_text(
+                    card_path.read_text(encoding="utf-8").replace(f'"{trainer.hub_model_id}"', f'"{LOCAL_USAGE_PATH}"'),
+                    encoding="utf-8",
+                )
+        elif training_args.hub_error:
+            results["hub_error"] = training_args.hub_error
+        results["hub_push_optional"] = training_args.hub_push_optional
+        write_results(training_args.output_dir, results)  # the push's outcome is part of the record
     return results
 
 
@@ -254,7 +258,8 @@ def print_summary(results: dict) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     results, code = run_command(run, sys.argv[1:] if argv is None else argv)
-    return code or (1 if "hub_error" in results else 0)
+    # a failed push is an error unless the run asked for an optional push
+    return code or (1 if "hub_error" in results and not results.get("hub_push_optional") else 0)
 
 
 if __name__ == "__main__":

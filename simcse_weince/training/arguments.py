@@ -83,8 +83,9 @@ class ContrastiveTrainingArguments(TrainingArguments):
     """``TrainingArguments`` shared by the text and vision trainers.
 
     * ``precision: auto`` means fp16 when CUDA exists, fp32 otherwise (``fp32`` | ``fp16`` | ``bf16`` force it);
-    * ``push_to_hub`` uploads the *final* model folder once training has finished (not every checkpoint), so a
-      run without network loses nothing;
+    * ``push_to_hub`` keeps the Trainer's meaning (checkpoints pushed per ``hub_strategy``); the exported model
+      folder is pushed at the end; the Hub is checked before anything loads (``hub_push_optional`` turns a
+      failed check into a local-only run that records the error);
     * a multi-process launch on a machine without CUDA runs its processes on the CPU with gloo.
     """
 
@@ -95,7 +96,13 @@ class ContrastiveTrainingArguments(TrainingArguments):
         default=False,
         metadata={"help": "Train into an output_dir that holds a previous run (its checkpoints may be replaced)."},
     )
-    push_final_model: bool = field(default=False, init=False)
+    hub_push_optional: bool = field(
+        default=False,
+        metadata={
+            "help": "With push_to_hub: if the Hub cannot be written, train anyway, keep everything local "
+            "and record the error in results.json (default: stop before loading anything)."
+        },
+    )
 
     def __post_init__(self) -> None:
         check_choice("precision", self.precision, Precision)
@@ -107,7 +114,7 @@ class ContrastiveTrainingArguments(TrainingArguments):
                 self.fp16 = torch.cuda.is_available()
             else:
                 self.fp16, self.bf16 = self.precision == "fp16", self.precision == "bf16"
-        self.push_final_model, self.push_to_hub = self.push_to_hub, False
+        self.hub_error: str | None = None  # set when an optional Hub push was turned off by a failed check
         if not self.use_cpu and not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             # A multi-process launch (accelerate --multi_gpu, torchrun) on a machine without CUDA: run the
             # processes on the CPU with gloo instead of falling back to N independent single-process runs.

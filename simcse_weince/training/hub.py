@@ -1,4 +1,10 @@
-"""Upload a finished model folder to the Hugging Face Hub."""
+"""The Hugging Face Hub around a training run: an access check before anything loads, the checkpoint the
+Trainer pushed for resuming elsewhere, and the final upload of the exported model folder.
+
+During training the Trainer itself pushes (``push_to_hub`` with ``hub_strategy``: ``end``, ``every_save``,
+``checkpoint`` — which keeps a ``last-checkpoint`` folder in the repository — or ``all_checkpoints``). All
+calls go through ``huggingface_hub.HfApi`` methods, the boundary the tests replace with a local recorder.
+"""
 
 from __future__ import annotations
 
@@ -7,27 +13,106 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
+LAST_CHECKPOINT = "last-checkpoint"  # where hub_strategy "checkpoint" keeps the newest checkpoint
+
+
+class HubAccessError(ConnectionError):
+    """The Hub repository cannot be written (no token, no network, no permission)."""
+
 
 class HubPushError(RuntimeError):
-    """The upload failed; the local folder is untouched and complete."""
+    """An upload failed; the local folder is untouched and complete."""
 
 
-def push_folder(folder: str | Path, repo_id: str, private: bool = False, token: str | None = None) -> str:
-    """Create ``repo_id`` if needed and upload exactly ``folder`` to it; returns the commit URL.
+def repo_name(hub_model_id: str | None, output_dir: str) -> str:
+    """The repository the Trainer pushes to: ``hub_model_id``, else the output folder's name."""
+    return hub_model_id or Path(output_dir).absolute().name
+
+
+def resolve_token(token: str | None) -> str | None:
+    """The explicit token, else the one ``huggingface_hub`` finds (``HF_TOKEN``, ``hf auth login``)."""
+    from huggingface_hub import get_token
+
+    return token or get_token()
+
+
+def check_hub_access(repo_id: str, token: str | None, private: bool | None = None) -> str:
+    """Create ``repo_id`` if needed (as the Trainer will) and return its full id; fail fast otherwise.
 
     Raises:
-        ValueError: no ``repo_id``.
+        HubAccessError: no token, no network (or ``HF_HUB_OFFLINE``), or the repository cannot be written;
+            the message says how to train without pushing.
+    """
+    from huggingface_hub import HfApi
+
+    how = (
+        "train without pushing (drop --push_to_hub) or pass --hub_push_optional true to train and keep everything local"
+    )
+    token = resolve_token(token)
+    if not token:
+        raise HubAccessError(
+            f"--push_to_hub: no Hugging Face token for {repo_id!r} (log in with `hf auth login`, set HF_TOKEN, or "
+            f"pass --hub_token); or {how}"
+        )
+    try:
+        url = HfApi(token=token).create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+    except Exception as err:  # the Hub client raises many types (offline mode, HTTP, connection, auth)
+        raise HubAccessError(
+            f"--push_to_hub: cannot create or write the Hub repository {repo_id!r} "
+            f"({type(err).__name__}: {' '.join(str(err).split())[:300]}); {how}"
+        ) from err
+    return getattr(url, "repo_id", repo_id)
+
+
+def download_last_checkpoint(repo_id: str, output_dir: str | Path, token: str | None, revision: str | None) -> Path:
+    """Fetch the ``last-checkpoint`` folder the Trainer pushed (``hub_strategy: checkpoint``) into
+    ``output_dir``, for ``resume_from_checkpoint`` as the Trainer documents it.
+
+    Raises:
+        HubAccessError: the download failed or the repository holds no ``last-checkpoint``.
+    """
+    from huggingface_hub import HfApi
+
+    target = Path(output_dir)
+    try:
+        HfApi(token=resolve_token(token)).snapshot_download(
+            repo_id=repo_id, allow_patterns=[f"{LAST_CHECKPOINT}/*"], local_dir=str(target), revision=revision
+        )
+    except Exception as err:
+        raise HubAccessError(
+            f"--resume_from_checkpoint hub: cannot download {LAST_CHECKPOINT}/ of {repo_id!r} "
+            f"({type(err).__name__}: {' '.join(str(err).split())[:300]})"
+        ) from err
+    folder = target / LAST_CHECKPOINT
+    if not (folder / "trainer_state.json").is_file():
+        raise HubAccessError(
+            f"--resume_from_checkpoint hub: {repo_id!r} holds no complete {LAST_CHECKPOINT}/ (it is pushed with "
+            "--hub_strategy checkpoint)"
+        )
+    return folder
+
+
+def push_folder(
+    folder: str | Path,
+    repo_id: str,
+    token: str | None = None,
+    revision: str | None = None,
+    commit_message: str = "End of training",
+) -> str:
+    """Upload exactly ``folder`` to the root of ``repo_id`` (created if needed); returns the commit URL.
+
+    Raises:
         HubPushError: the Hub could not be reached or refused the upload (message says how to retry).
     """
     from huggingface_hub import HfApi
 
     folder = Path(folder)
-    if not repo_id:
-        raise ValueError("pushing to the Hub needs --hub_model_id (e.g. your-name/simcse-weince-bert-base)")
     try:
-        api = HfApi(token=token)
-        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-        info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message="Upload SimCSE model")
+        api = HfApi(token=resolve_token(token))
+        api.create_repo(repo_id, exist_ok=True, repo_type="model")
+        info = api.upload_folder(
+            repo_id=repo_id, folder_path=str(folder), commit_message=commit_message, revision=revision
+        )
     except Exception as err:  # the Hub client raises many types (offline mode, HTTP, connection, auth)
         raise HubPushError(
             f"could not push {folder} to the Hub repository {repo_id!r}: {type(err).__name__}: {err}. "

@@ -27,6 +27,7 @@ import transformers
 from transformers import Trainer, TrainingArguments, set_seed
 
 from simcse_weince.training.config import ConfigError
+from simcse_weince.training.hub import HubAccessError, check_hub_access, download_last_checkpoint, repo_name
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +45,40 @@ def start_run(training_args: TrainingArguments) -> float:
     (so that a run with nothing to resume stops before loading anything); returns the start time."""
     setup_logging(training_args)
     set_seed(training_args.seed)
+    resume = training_args.resume_from_checkpoint
+    if resume is not None and resume.lower() == "hub":
+        repo = repo_name(training_args.hub_model_id, training_args.output_dir)
+        resume = str(download_last_checkpoint(repo, training_args.output_dir, training_args.hub_token,
+                                              training_args.hub_revision))  # fmt: skip
+        logger.info("resuming from %s, the last checkpoint pushed to %s", resume, repo)
     training_args.resume_from_checkpoint = resume_value(
-        training_args.resume_from_checkpoint, training_args.output_dir, training_args.process_index == 0
+        resume, training_args.output_dir, training_args.process_index == 0
     )
     if training_args.resume_from_checkpoint is None and not getattr(training_args, "overwrite_output_dir", False):
         check_fresh_output_dir(training_args.output_dir)
+    if training_args.push_to_hub:
+        prepare_hub(training_args)
     return time.perf_counter()
+
+
+def prepare_hub(training_args: TrainingArguments) -> None:
+    """Check that the run's Hub repository can be written before anything loads.
+
+    Raises:
+        HubAccessError: it cannot, and ``hub_push_optional`` is off. With it on, pushing is turned off for
+            this run and the reason kept in ``training_args.hub_error`` (it goes into ``results.json``).
+    """
+    repo = repo_name(training_args.hub_model_id, training_args.output_dir)
+    try:
+        full_id = check_hub_access(repo, training_args.hub_token, training_args.hub_private_repo)
+    except HubAccessError as err:
+        if not getattr(training_args, "hub_push_optional", False):
+            raise
+        logger.warning("%s -- training without pushing (hub_push_optional)", err)
+        training_args.push_to_hub = False
+        training_args.hub_error = str(err)
+        return
+    logger.info("pushing to the Hub repository %s (hub_strategy %s)", full_id, training_args.hub_strategy)
 
 
 def previous_run(output_dir: str | Path) -> list[str]:

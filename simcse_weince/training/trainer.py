@@ -25,6 +25,7 @@ from transformers import Trainer
 from transformers.trainer_utils import EvalLoopOutput
 
 from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.training.hub import push_folder, repo_name
 
 DIAGNOSTIC_KEYS = ("lambda_mean", "lambda_frac_gt_half", "beta_mean", "rho_mean", "delta_aic_mean")
 Evaluator = Callable[[nn.Module], dict[str, float]]
@@ -107,6 +108,18 @@ class ContrastiveTrainer(Trainer):
         # the evaluator's sample count (pairs, images), so that the Trainer's samples/s is meaningful
         samples = int(getattr(self.evaluator, "num_samples", 0))
         return EvalLoopOutput(predictions=None, label_ids=None, metrics=metrics, num_samples=samples)
+
+    # ---- the Hub -----------------------------------------------------------------------------------------
+    def push_final_folder(self, folder: str, commit_message: str = "End of training") -> str:
+        """Upload ``folder`` (the exported model and its card) to the run's repository once the Trainer's own
+        checkpoint pushes are done; returns the commit URL.
+
+        Raises:
+            HubPushError: the upload failed (the local folder is complete).
+        """
+        self._finish_current_push()
+        repo = self.hub_model_id or repo_name(self.args.hub_model_id, self.args.output_dir)
+        return push_folder(folder, repo, self.args.hub_token, self.args.hub_revision, commit_message)
 
     # ---- logging ----------------------------------------------------------------------------------------
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:

@@ -21,12 +21,14 @@ from simcse_weince.errors import run_command
 from simcse_weince.paths import resolve_data_path
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
+from simcse_weince.training.hub import HubPushError
 from simcse_weince.training.run import start_run, train_and_record, write_results
 from simcse_weince.vision.arguments import SimCLRTrainingArguments, VisionDataArguments, VisionModelArguments
 from simcse_weince.vision.augment import TwoViews, eval_transform, simclr_transform
 from simcse_weince.vision.data import Indexed, balanced_subset, collate, load_image_dataset
 from simcse_weince.vision.evaluation import evaluate_features, extract_features
 from simcse_weince.vision.model import SimCLRModel, save_simclr
+from simcse_weince.vision.model_card import render_vision_card
 from simcse_weince.vision.trainer import KNNEvaluator, SimCLRTrainer
 
 logger = logging.getLogger(__name__)
@@ -145,8 +147,31 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
             "projection_hidden": model_args.projection_hidden,
             "cifar_stem": model_args.cifar_stem,
         }
-        save_simclr(model, out_dir / "model", config)
+        model_dir = save_simclr(model, out_dir / "model", config)
+        card = render_vision_card(
+            config=config,
+            dataset=data_args.dataset,
+            train_images=len(train),
+            loss_name="WEINCE" if loss_args.loss == "weince" else "InfoNCE",
+            loss_config=loss.get_config_dict(),
+            citation=loss.citation,
+            steps=trainer.state.global_step,
+            batch=training_args.per_device_train_batch_size,
+            processes=training_args.world_size,
+            lr=training_args.learning_rate,
+            precision=training_args.precision_name,
+            scores={m: results["after"][m] for m in METRICS},
+        )
+        (model_dir / "README.md").write_text(card, encoding="utf-8")
         results["total_seconds"] = time.perf_counter() - t_start
+        if training_args.push_to_hub:
+            try:
+                results["hub_url"] = trainer.push_final_folder(str(model_dir), "End of training: backbone and card")
+            except HubPushError as err:
+                logger.error("%s", err)
+                results["hub_error"] = str(err)
+        elif training_args.hub_error:
+            results["hub_error"] = training_args.hub_error
         write_results(out_dir, results)
         table = results_table(results)
         (out_dir / "results.md").write_text(table + "\n")

@@ -1,0 +1,86 @@
+"""Model card (README.md) of a SimCLR run's model folder: what it is, how it was trained, what it scores."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+CARD = """---
+tags:
+- image-feature-extraction
+- simclr
+- {loss_tag}
+---
+
+# SimCLR-{loss_name} ({backbone}, {dataset})
+
+Self-supervised image encoder trained SimCLR-style with **{loss_name}** by simcse-weince
+(`python -m simcse_weince.vision.train`).
+
+| | |
+|---|---|
+| backbone | `{backbone}` (input {image_size} px), projection head to {projection_dim} dims |
+| training data | {dataset}, {train_images:,} images |
+| loss | {loss_name}: `{loss_config}` |
+| training | {steps} steps, batch {batch} × {processes} process(es), lr {lr}, {precision} |
+| model selection | best k-NN (k = 200) top-1 on the probe sets |
+
+## Frozen-feature scores (backbone)
+
+| metric | value |
+|---|---|
+{score_rows}
+
+## Files
+
+* `backbone.safetensors`: the backbone alone (features for probes and transfer);
+* `model.safetensors` + `config.json`: backbone and projection head, as trained.
+
+```python
+from simcse_weince.vision.model import load_simclr
+
+model, config = load_simclr("path/to/this/folder")
+features = model.features(images)  # (N, feature_dim)
+```
+
+## Citation
+
+```bibtex
+{citation}
+```
+"""
+
+
+def render_vision_card(
+    *,
+    config: dict[str, Any],
+    dataset: str,
+    train_images: int,
+    loss_name: str,
+    loss_config: dict[str, Any],
+    citation: str,
+    steps: int,
+    batch: int,
+    processes: int,
+    lr: float,
+    precision: str,
+    scores: dict[str, float],
+) -> str:
+    rows = "\n".join(f"| {k} | {v:.2f} |" for k, v in scores.items()) or "| (not evaluated) | |"
+    return CARD.format(
+        loss_tag=loss_name.lower(),
+        loss_name=loss_name,
+        backbone=config["backbone"],
+        image_size=config["image_size"],
+        projection_dim=config["projection_dim"],
+        dataset=dataset,
+        train_images=train_images,
+        loss_config=json.dumps(loss_config, sort_keys=True),
+        steps=steps,
+        batch=batch,
+        processes=processes,
+        lr=lr,
+        precision=precision,
+        score_rows=rows,
+        citation=citation.strip(),
+    )
