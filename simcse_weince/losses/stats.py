@@ -88,7 +88,10 @@ def ols_slope_and_sse(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, t
     yc = y - y.mean()  # (n,)
     sxx = (xc * xc).sum(dim=1)
     sxy = (xc * yc).sum(dim=1)
-    slope = torch.where(sxx > 0, sxy / torch.where(sxx > 0, sxx, torch.ones_like(sxx)), torch.zeros_like(sxx))
+    # A constant row (a tail of ties) has no slope. Test it exactly: the rounded mean of n equal values can be
+    # 1 ulp off, which would leave sxx ~ 1e-31 > 0 and a slope made of rounding noise.
+    varies = (x.amax(dim=1) > x.amin(dim=1)) & (sxx > 0)
+    slope = torch.where(varies, sxy / torch.where(varies, sxx, torch.ones_like(sxx)), torch.zeros_like(sxx))
     resid = yc - slope[:, None] * xc
     return slope, (resid * resid).sum(dim=1)
 
