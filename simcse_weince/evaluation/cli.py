@@ -10,6 +10,7 @@ from pathlib import Path
 
 from simcse_weince.errors import run_command
 from simcse_weince.evaluation.runner import MODES, load_tasks, run_evaluation, write_report
+from simcse_weince.evaluation.transfer import CLASSIFIERS
 from simcse_weince.paths import check_model_source, resolve_data_path, senteval_root
 from simcse_weince.text.encoder import load_text_encoder
 from simcse_weince.text.poolers import POOLERS
@@ -48,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="fp32 (exact, default) or autocast bf16/fp16: ~3x faster on CPUs with bf16 units and on "
         "GPUs; scores move in the 2nd decimal",
     )
+    p.add_argument(
+        "--classifier",
+        choices=CLASSIFIERS,
+        default="senteval",
+        help="transfer-task classifier: senteval (SentEval's PyTorch protocol as the SimCSE authors run it, "
+        "comparable with published tables; default) or sklearn (exact L2 logistic regression)",
+    )
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
     return p
 
@@ -68,7 +76,15 @@ def run(argv: Sequence[str]) -> dict:
         precision=args.precision,
     )
     out = args.output_dir or Path("eval_results") / Path(args.model.rstrip("/")).name
-    report = run_evaluation(encoder, args.model, tasks, seed=args.seed, on_task=lambda r: write_report(r, out))
+    report = run_evaluation(
+        encoder,
+        args.model,
+        tasks,
+        seed=args.seed,
+        on_task=lambda r: write_report(r, out),
+        classifier=args.classifier,
+        device=args.device,
+    )
     js, md = write_report(report, out)
     print()
     print(report.markdown())

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from simcse_weince.evaluation.encoder import Encoder
+from simcse_weince.evaluation.senteval_classifier import FAST_CONFIG, TEST_CONFIG
 from simcse_weince.evaluation.sts import STSResult, evaluate_sts
 from simcse_weince.evaluation.sts_data import STS_YEARS, STSTask, load_sts_task
-from simcse_weince.evaluation.transfer import TransferResult, evaluate_transfer
+from simcse_weince.evaluation.transfer import Classifier, TransferResult, evaluate_transfer
 from simcse_weince.evaluation.transfer_data import TRANSFER_TASKS, TransferTask, load_transfer_task
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class CachingEncoder:
 class EvaluationReport:
     model: str
     mode: str
+    classifier: str = "senteval"
     sts: dict[str, STSResult] = field(default_factory=dict)
     transfer: dict[str, TransferResult] = field(default_factory=dict)
     seconds: float = 0.0
@@ -95,6 +97,7 @@ class EvaluationReport:
         return {
             "model": self.model,
             "mode": self.mode,
+            "classifier": self.classifier,
             "sts": {k: v.to_dict() for k, v in self.sts.items()},
             "transfer": {k: v.to_dict() for k, v in self.transfer.items()},
             "sts_avg": float(np.mean(list(sts.values()))) if sts else None,
@@ -105,7 +108,8 @@ class EvaluationReport:
 
     def markdown(self) -> str:
         parts = [
-            f"Model: `{self.model}` · mode: {self.mode} · wall time {self.seconds:.1f} s "
+            f"Model: `{self.model}` · mode: {self.mode} · transfer classifier: {self.classifier} · "
+            f"wall time {self.seconds:.1f} s "
             f"(encoding {self.encode_seconds:.1f} s)",
             "",
         ]
@@ -165,17 +169,22 @@ def run_evaluation(
     data_dir: Path | None = None,
     seed: int = 1111,
     on_task: Callable[[EvaluationReport], None] | None = None,
+    classifier: Classifier = "senteval",
+    device: str | None = None,
 ) -> EvaluationReport:
     """Evaluate ``encoder`` on the tasks; ``mode`` = dev (STS-B/SICK-R dev, transfer dev accuracy),
     test (everything, 10-fold), fast (everything, 5-fold, fewer solver iterations).
 
     ``tasks`` is a task spec (its files are all read first, see :func:`load_tasks`) or a loaded
     :class:`TaskSet`; ``on_task(report)`` is called after every task, e.g. to save partial results.
+    ``classifier``: ``senteval`` (SentEval's PyTorch protocol, test mode: Adam, 10-fold; fast mode: RMSprop,
+    5-fold) or ``sklearn`` (scikit-learn's exact logistic regression); ``device`` is where the senteval
+    classifiers train (default: CUDA when available).
     """
     loaded = tasks if isinstance(tasks, TaskSet) else load_tasks(tasks, mode, data_dir)
     mode = loaded.mode
     cached = CachingEncoder(encoder)
-    report = EvaluationReport(model_name, mode)
+    report = EvaluationReport(model_name, mode, classifier)
     t0 = time.perf_counter()
 
     def done() -> None:
@@ -189,11 +198,21 @@ def run_evaluation(
         skipped = f", {res.skipped} unscored pairs skipped" if res.skipped else ""
         logger.info("%s: Spearman %.2f on %d pairs%s", name, res.main, res.num_pairs, skipped)
         done()
-    k, max_iter = (5, 200) if mode == "fast" else (10, 1000)
+    k, max_iter, config = (5, 200, FAST_CONFIG) if mode == "fast" else (10, 1000, TEST_CONFIG)
     for name, task in loaded.transfer.items():
         if task.empty_sentences:
             logger.info("%s: %d blank lines kept as empty sentences (SentEval's behaviour)", name, task.empty_sentences)
-        report.transfer[name] = evaluate_transfer(cached, task, k=k, seed=seed, max_iter=max_iter, log=logger.info)
+        report.transfer[name] = evaluate_transfer(
+            cached,
+            task,
+            k=k,
+            seed=seed,
+            max_iter=max_iter,
+            log=logger.info,
+            classifier=classifier,
+            config=config,
+            device=device,
+        )
         done()
     done()
     return report

@@ -1,6 +1,20 @@
-"""SentEval transfer protocol on frozen embeddings: L2-regularised logistic regression (scikit-learn).
+"""SentEval transfer protocol on frozen embeddings, with two classifiers.
 
-The penalty ``C`` is searched over SentEval's grid ``2^-2 … 2^3``:
+``classifier="senteval"`` (the default) is SentEval's own PyTorch path as the SimCSE authors configure it and
+as published tables use it (:mod:`~simcse_weince.evaluation.senteval_classifier`): samples in SentEval's order
+(sorted by length, then label), its folds (``StratifiedKFold(shuffle=True, random_state=1111)``), the L2 grid
+``1e-5 … 1e-2`` as weight decay, early-stopped Adam (test) / RMSprop (fast), dev scores rounded to 2 decimals
+before the arg-max, as SentEval does:
+
+* ``cv`` (MR, CR, SUBJ, MPQA): per outer fold, each penalty is scored by an inner k-fold (each inner model
+  early-stopped on its inner test fold, scored there); the best penalty is refitted on the outer training
+  fold (5 % of it held out for early stopping) and scored on the outer test fold;
+* ``test`` (TREC, MRPC): the penalty by k-fold on the training set, then a refit on all of it (5 % held out)
+  scored on the fixed test set (MRPC also F1);
+* ``dev`` (SST-2): one model per penalty, early-stopped on dev; the best on dev is scored on test.
+
+``classifier="sklearn"`` is scikit-learn's exact L2 logistic regression with the penalty ``C`` searched over
+SentEval's scikit-learn grid ``2^-2 … 2^3`` (samples in file order):
 
 * ``cv`` tasks (MR, CR, SUBJ, MPQA): stratified k-fold (k = 10); inside each training fold an inner
   stratified k-fold picks C; the reported test accuracy is the mean over outer folds, the "dev" accuracy
@@ -17,14 +31,26 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import numpy as np
+import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
 from simcse_weince.evaluation.encoder import Encoder
-from simcse_weince.evaluation.transfer_data import TransferTask
+from simcse_weince.evaluation.senteval_classifier import (
+    L2_GRID,
+    TEST_CONFIG,
+    ClassifierConfig,
+    Job,
+    fit_logregs,
+)
+from simcse_weince.evaluation.transfer_data import Split, TransferTask, senteval_order
+
+Classifier = Literal["senteval", "sklearn"]
+CLASSIFIERS: tuple[str, ...] = get_args(Classifier)
 
 C_GRID: tuple[float, ...] = tuple(2.0**t for t in range(-2, 4))
 
@@ -37,8 +63,10 @@ class TransferResult:
     test_f1: float | None = None
     num_train: int = 0
     num_test: int = 0
-    chosen_c: list[float] = field(default_factory=list)
+    chosen_c: list[float] = field(default_factory=list)  # the penalty chosen (C for sklearn, l2 for senteval)
     seconds: float = 0.0
+    classifier: str = "sklearn"
+    classifier_seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -84,47 +112,158 @@ def evaluate_transfer(
     seed: int = 1111,
     max_iter: int = 1000,
     log: Callable[[str], None] | None = None,
+    classifier: Classifier = "sklearn",
+    config: ClassifierConfig | None = None,
+    device: str | torch.device | None = None,
 ) -> TransferResult:
-    """Encode the task's sentences once and run its protocol."""
+    """Encode the task's sentences once and run its protocol with ``classifier``.
+
+    ``config`` (senteval only) defaults to SentEval's test-mode settings; ``device`` is where the batched
+    classifiers train (default: CUDA when available); ``max_iter`` is the sklearn solver's limit.
+    """
+    if classifier not in CLASSIFIERS:
+        raise ValueError(f"classifier must be one of {CLASSIFIERS}, got {classifier!r}")
     t0 = time.perf_counter()
+    splits = task.splits
+    if classifier == "senteval":  # SentEval hands its classifier the samples sorted by length, then label
+        splits = {name: _reordered(split) for name, split in splits.items()}
 
     def feats(split: str) -> np.ndarray:
-        s = task.splits[split]
+        s = splits[split]
         if s.sentences2 is None:
             return encoder.encode(s.sentences)
         return pair_features(encoder.encode(s.sentences), encoder.encode(s.sentences2))
 
-    if task.protocol == "cv":
-        x, y = feats("all"), task.splits["all"].labels
-        dev, test, chosen = cv_protocol(x, y, k, seed, max_iter=max_iter)
-        res = TransferResult(task.name, dev, test, None, len(y), len(y), chosen)
-    elif task.protocol == "test":
-        xtr, ytr = feats("train"), task.splits["train"].labels
-        xte, yte = feats("test"), task.splits["test"].labels
-        c, dev = select_c(xtr, ytr, k, seed, max_iter=max_iter)
-        clf = _fit(xtr, ytr, c, seed, max_iter)
-        pred = clf.predict(xte)
-        f1 = 100 * float(f1_score(yte, pred)) if task.num_classes == 2 else None
-        res = TransferResult(task.name, 100 * dev, 100 * float(np.mean(pred == yte)), f1, len(ytr), len(yte), [c])
-    elif task.protocol == "dev":
-        xtr, ytr = feats("train"), task.splits["train"].labels
-        xdv, ydv = feats("dev"), task.splits["dev"].labels
-        xte, yte = feats("test"), task.splits["test"].labels
-        fits = [(c, _fit(xtr, ytr, c, seed, max_iter)) for c in C_GRID]
-        dev_scores = [m.score(xdv, ydv) for _, m in fits]
-        best = int(np.argmax(dev_scores))
-        res = TransferResult(
-            task.name,
-            100 * dev_scores[best],
-            100 * fits[best][1].score(xte, yte),
-            None,
-            len(ytr),
-            len(yte),
-            [fits[best][0]],
-        )
-    else:
+    names = (
+        ["all"]
+        if task.protocol == "cv"
+        else (["train", "dev", "test"] if task.protocol == "dev" else ["train", "test"])
+    )
+    if task.protocol not in ("cv", "dev", "test"):
         raise ValueError(f"unknown protocol {task.protocol!r} of task {task.name}")
+    x = {n: feats(n) for n in names}
+    y = {n: splits[n].labels for n in names}
+    t_cls = time.perf_counter()
+    if classifier == "senteval":
+        res = _senteval(task, x, y, k, seed, config or TEST_CONFIG, device, log)
+    else:
+        res = _sklearn(task, x, y, k, seed, max_iter)
+    res.classifier_seconds = time.perf_counter() - t_cls
     res.seconds = time.perf_counter() - t0
+    res.classifier = classifier
     if log:
-        log(f"{task.name}: dev {res.dev_acc:.2f} test {res.test_acc:.2f} ({res.seconds:.0f} s)")
+        log(f"{task.name}: dev {res.dev_acc:.2f} test {res.test_acc:.2f} ({classifier}, {res.seconds:.0f} s)")
     return res
+
+
+def _reordered(split: Split) -> Split:
+    order = senteval_order(split)
+    return Split(
+        [split.sentences[i] for i in order],
+        split.labels[order],
+        None if split.sentences2 is None else [split.sentences2[i] for i in order],
+    )
+
+
+def _sklearn(task: TransferTask, x: dict, y: dict, k: int, seed: int, max_iter: int) -> TransferResult:
+    if task.protocol == "cv":
+        dev, test, chosen = cv_protocol(x["all"], y["all"], k, seed, max_iter=max_iter)
+        return TransferResult(task.name, dev, test, None, len(y["all"]), len(y["all"]), chosen)
+    if task.protocol == "test":
+        c, dev = select_c(x["train"], y["train"], k, seed, max_iter=max_iter)
+        pred = _fit(x["train"], y["train"], c, seed, max_iter).predict(x["test"])
+        f1 = 100 * float(f1_score(y["test"], pred)) if task.num_classes == 2 else None
+        acc = 100 * float(np.mean(pred == y["test"]))
+        return TransferResult(task.name, 100 * dev, acc, f1, len(y["train"]), len(y["test"]), [c])
+    fits = [(c, _fit(x["train"], y["train"], c, seed, max_iter)) for c in C_GRID]
+    dev_scores = [m.score(x["dev"], y["dev"]) for _, m in fits]
+    best = int(np.argmax(dev_scores))
+    test = 100 * fits[best][1].score(x["test"], y["test"])
+    return TransferResult(
+        task.name, 100 * dev_scores[best], test, None, len(y["train"]), len(y["test"]), [fits[best][0]]
+    )
+
+
+def _senteval(
+    task: TransferTask,
+    x: dict,
+    y: dict,
+    k: int,
+    seed: int,
+    config: ClassifierConfig,
+    device,
+    log: Callable[[str], None] | None,
+) -> TransferResult:
+    """SentEval's InnerKFold / KFold / Split classifiers (``senteval/tools/validation.py``), all models of a
+    phase trained together."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    config = ClassifierConfig(
+        config.optim, config.batch_size, config.tenacity, config.epoch_size, config.max_epoch, seed
+    )
+    data = {
+        n: (
+            torch.as_tensor(x[n], dtype=torch.float32, device=device),
+            torch.as_tensor(y[n], dtype=torch.int64, device=device),
+        )
+        for n in x
+    }
+
+    def fit(split: str, jobs: list[Job], phase: str) -> object:
+        t0 = time.perf_counter()
+        fitted = fit_logregs(*data[split], jobs, task.num_classes, config)
+        if log:
+            log(f"{task.name}: {phase}: {len(jobs)} classifiers trained together ({time.perf_counter() - t0:.0f} s)")
+        return fitted
+
+    def pick(scores: list[float]) -> int:
+        return int(np.argmax(scores))  # the first maximum, as SentEval's np.argmax
+
+    if task.protocol == "cv":
+        xs, ys = x["all"], y["all"]
+        outer = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=1111).split(xs, ys))
+        inner = StratifiedKFold(n_splits=k, shuffle=True, random_state=1111)
+        jobs = [
+            Job(tr[itr], tr[ite], l2) for tr, _ in outer for l2 in L2_GRID for itr, ite in inner.split(xs[tr], ys[tr])
+        ]
+        fitted = fit("all", jobs, "penalty search (outer folds × penalties × inner folds)")
+        inner_acc = fitted.dev_accuracy.reshape(len(outer), len(L2_GRID), k)  # in the order the jobs were made
+        dev_results, chosen = [], []
+        for fold_acc in inner_acc:
+            scores = [round(100 * float(np.mean(row)), 2) for row in fold_acc]
+            best = pick(scores)
+            dev_results.append(scores[best])
+            chosen.append(L2_GRID[best])
+        refit = fit(
+            "all", [Job(tr, None, l2) for (tr, _), l2 in zip(outer, chosen, strict=True)], "refit per outer fold"
+        )
+        xa, ya = data["all"]
+        test_results = []
+        for f, (_, te) in enumerate(outer):
+            te_t = torch.as_tensor(te, device=device)
+            test_results.append(round(100 * refit.accuracy(f, xa[te_t], ya[te_t]), 2))
+        dev, test = round(float(np.mean(dev_results)), 2), round(float(np.mean(test_results)), 2)
+        return TransferResult(task.name, dev, test, None, len(ys), len(ys), chosen)
+    if task.protocol == "test":
+        xs, ys = x["train"], y["train"]
+        folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(xs, ys))
+        jobs = [Job(tr, te, l2) for l2 in L2_GRID for tr, te in folds]
+        fitted = fit("train", jobs, "penalty search (penalties × folds)")
+        accs = fitted.dev_accuracy.reshape(len(L2_GRID), len(folds))
+        scores = [round(100 * float(np.mean(row)), 2) for row in accs]
+        best = pick(scores)
+        refit = fit("train", [Job(np.arange(len(ys)), None, L2_GRID[best])], "refit on the training set")
+        xt, yt = data["test"]
+        pred = refit.predict(0, xt)
+        acc = round(100 * float((pred == yt).float().mean()), 2)
+        f1 = round(100 * float(f1_score(y["test"], pred.cpu().numpy())), 2) if task.num_classes == 2 else None
+        return TransferResult(task.name, scores[best], acc, f1, len(ys), len(y["test"]), [L2_GRID[best]])
+    n_train, n_dev = len(y["train"]), len(y["dev"])
+    # one feature matrix holding train then dev rows, so that each model validates on the dev rows
+    both = (torch.cat([data["train"][0], data["dev"][0]]), torch.cat([data["train"][1], data["dev"][1]]))
+    data["train+dev"] = both
+    jobs = [Job(np.arange(n_train), np.arange(n_train, n_train + n_dev), l2) for l2 in L2_GRID]
+    fitted = fit("train+dev", jobs, "one classifier per penalty")
+    scores = [round(100 * float(a), 2) for a in fitted.dev_accuracy]
+    best = pick(scores)
+    acc = round(100 * fitted.accuracy(best, *data["test"]), 2)
+    return TransferResult(task.name, scores[best], acc, None, n_train, len(y["test"]), [L2_GRID[best]])

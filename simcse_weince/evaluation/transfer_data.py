@@ -5,7 +5,7 @@ task       files                                                   protocol
 =========  ======================================================  ================================
 MR         MR/rt-polarity.{pos,neg}                                10-fold CV, inner CV for C
 CR         CR/custrev.{pos,neg}                                    10-fold CV, inner CV for C
-SUBJ       SUBJ/subj.{subjective,objective}                        10-fold CV, inner CV for C
+SUBJ       SUBJ/subj.{objective,subjective}                        10-fold CV, inner CV for C
 MPQA       MPQA/mpqa.{pos,neg}                                     10-fold CV, inner CV for C
 SST2       SST/binary/sentiment-{train,dev,test} (text TAB label)  C chosen on dev, test
 TREC       TREC/train_5500.label, TREC/TREC_10.label (LABEL:sub q)  CV on train for C, fixed test
@@ -31,7 +31,7 @@ TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "
 BINARY_FILES = {
     "MR": ("MR", "rt-polarity.pos", "rt-polarity.neg"),
     "CR": ("CR", "custrev.pos", "custrev.neg"),
-    "SUBJ": ("SUBJ", "subj.subjective", "subj.objective"),
+    "SUBJ": ("SUBJ", "subj.objective", "subj.subjective"),  # SentEval's order and labels: objective = 1
     "MPQA": ("MPQA", "mpqa.pos", "mpqa.neg"),
 }
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
@@ -45,6 +45,19 @@ class Split:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+
+def senteval_order(split: Split) -> np.ndarray:
+    """The order SentEval feeds a split to its classifier: a stable sort by (tokens, label) — (tokens of the
+    first sentence, tokens of the second, label) for pairs. Its folds and mini-batches index that order."""
+    if split.sentences2 is None:
+        keys = [(len(s.split()), int(y)) for s, y in zip(split.sentences, split.labels, strict=True)]
+    else:
+        keys = [
+            (len(a.split()), len(b.split()), int(y))
+            for a, b, y in zip(split.sentences, split.sentences2, split.labels, strict=True)
+        ]
+    return np.asarray(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
 
 
 @dataclass

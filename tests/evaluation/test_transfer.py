@@ -125,3 +125,65 @@ def test_resolve_tasks_and_cache() -> None:
     cache.encode(["a", "b", "a"])
     out = cache.encode(["b", "a"])
     assert inner.calls == 1 and out.tolist() == [[0, 0], [1, 1]]
+
+
+class _TableEncoder:
+    """An encoder that looks sentences up in a table (the synthetic features of a task)."""
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table = table
+
+    def encode(self, sentences):
+        return np.stack([self.table[s] for s in sentences]).astype(np.float32)
+
+
+def test_senteval_protocol_equals_the_per_model_reference() -> None:
+    import torch
+
+    from simcse_weince.evaluation.senteval_classifier import ClassifierConfig
+    from simcse_weince.evaluation.transfer_data import senteval_order
+    from tests.evaluation.senteval_reference import reference_inner_kfold
+
+    x, y = _blobs(90, 5, 2, 0.6, seed=3)  # overlapping classes: the penalty and folds matter
+    words = ["w"] * 12
+    sentences = [" ".join(words[: 1 + (i * 7) % 11]) + f" s{i}" for i in range(len(y))]  # varied lengths
+    task = TransferTask("toy", "cv", {"all": Split(sentences, y)}, 2)
+    cfg = ClassifierConfig("adam", 16, 2, 2, max_epoch=10)
+    res = evaluate_transfer(_TableEncoder(dict(zip(sentences, x, strict=True))), task, k=3, classifier="senteval",
+                            config=cfg, device="cpu")  # fmt: skip
+    order = senteval_order(task.splits["all"])  # SentEval's sort by (tokens, label)
+    assert [len(sentences[i].split()) for i in order] == sorted(len(s.split()) for s in sentences)
+    xs, ys = torch.as_tensor(x[order], dtype=torch.float32), torch.as_tensor(y[order])
+    dev, test, chosen = reference_inner_kfold(xs, ys, 2, 3, cfg)
+    assert (res.dev_acc, res.test_acc, res.chosen_c) == (dev, test, chosen)
+    assert res.classifier == "senteval" and res.classifier_seconds > 0
+
+
+@pytest.mark.parametrize("protocol", ["test", "dev"])
+def test_senteval_split_protocols_equal_the_per_model_reference(protocol: str) -> None:
+    import torch
+
+    from simcse_weince.evaluation.senteval_classifier import ClassifierConfig
+    from tests.evaluation.senteval_reference import reference_kfold, reference_split
+
+    x, y = _blobs(150, 4, 3, 0.7, seed=4)
+    sentences = [f"{'w ' * (i % 6)}s{i}" for i in range(len(y))]  # SentEval's order is by token count
+    parts = {"train": slice(0, 90), "dev": slice(90, 120), "test": slice(120, 150)}
+    if protocol == "test":
+        parts = {"train": slice(0, 110), "test": slice(110, 150)}
+    splits = {k: Split(sentences[s], y[s]) for k, s in parts.items()}
+    task = TransferTask("toy", protocol, splits, 3)
+    cfg = ClassifierConfig("rmsprop", 16, 2, 2, max_epoch=10)
+    res = evaluate_transfer(_TableEncoder(dict(zip(sentences, x, strict=True))), task, k=3, classifier="senteval",
+                            config=cfg, device="cpu")  # fmt: skip
+    from simcse_weince.evaluation.transfer_data import senteval_order
+
+    def tensors(name: str):
+        order = senteval_order(splits[name])
+        return torch.as_tensor(x[parts[name]][order], dtype=torch.float32), torch.as_tensor(y[parts[name]][order])
+
+    if protocol == "test":
+        expected = reference_kfold(tensors("train"), tensors("test"), 3, 3, cfg)
+    else:
+        expected = reference_split(tensors("train"), tensors("dev"), tensors("test"), 3, cfg)
+    assert (res.dev_acc, res.test_acc, res.chosen_c) == (expected[0], expected[1], [expected[2]])
