@@ -2,6 +2,12 @@
 on the same model and pairs, plus the wall time of the full 7-task STS suite. Ratios measured in one run.
 
     .venv/bin/python bench/eval_speed.py [--model sentence-transformers/all-MiniLM-L6-v2] [--repeats 3]
+    .venv/bin/python bench/eval_speed.py --classifiers [--mode test] [--tasks MR,CR,...]
+
+``--classifiers`` times the transfer tasks' classifier phase instead: every task's sentences are encoded once
+(not timed), then the same embeddings go through SentEval's protocol (this project's batched PyTorch
+implementation, ``--classifier senteval``) and through the scikit-learn protocol (``--classifier sklearn``),
+task by task, alternating which goes first; it prints both times, their ratio and both accuracies.
 
 Both sides start from a loaded model (loading is not timed) on the same device; the exact (fp32) path must
 agree on the Spearman correlation (printed). The project's evaluator encodes each unique sentence once,
@@ -29,7 +35,13 @@ def main() -> None:
     ap.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-suite", action="store_true", help="only the STS-B comparison")
+    ap.add_argument("--classifiers", action="store_true", help="time the transfer classifiers instead")
+    ap.add_argument("--mode", choices=("test", "fast"), default="test")
+    ap.add_argument("--tasks", default="transfer")
     args = ap.parse_args()
+    if args.classifiers:
+        time_classifiers(args)
+        return
 
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
@@ -67,6 +79,38 @@ def main() -> None:
         total = time.perf_counter() - t0
         scores = " ".join(f"{k} {v:.2f}" for k, v in report.sts_scores().items())
         print(f"\nfull STS suite (7 tasks, fresh encoder cache): {total:.1f} s (target <= 90 s)\n  {scores}")
+
+
+def time_classifiers(args: argparse.Namespace) -> None:
+    """Classifier phase of the transfer tasks: senteval (batched PyTorch) vs sklearn on the same embeddings."""
+    from simcse_weince.evaluation.runner import CachingEncoder, load_tasks
+    from simcse_weince.evaluation.senteval_classifier import FAST_CONFIG, TEST_CONFIG
+    from simcse_weince.evaluation.transfer import evaluate_transfer
+
+    loaded = load_tasks(args.tasks, args.mode, senteval_root())
+    cached = CachingEncoder(load_text_encoder(resolve_model_path(args.model), device="cpu"))
+    k, max_iter, config = (5, 200, FAST_CONFIG) if args.mode == "fast" else (10, 1000, TEST_CONFIG)
+    print(f"model {args.model} · mode {args.mode} · torch threads {torch.get_num_threads()}")
+    print(f"{'task':<6}{'senteval s':>12}{'sklearn s':>12}{'ratio':>8}{'senteval acc':>14}{'sklearn acc':>13}")
+    totals = {"senteval": 0.0, "sklearn": 0.0}
+    for i, (name, task) in enumerate(loaded.transfer.items()):
+        order = ("senteval", "sklearn") if i % 2 == 0 else ("sklearn", "senteval")
+        for split in task.splits.values():  # encode once, outside the timing
+            cached.encode(split.sentences + (split.sentences2 or []))
+        res = {}
+        for clf in order:
+            res[clf] = evaluate_transfer(cached, task, k=k, max_iter=max_iter, classifier=clf, config=config)
+            totals[clf] += res[clf].classifier_seconds
+        se, sk = res["senteval"], res["sklearn"]
+        print(
+            f"{name:<6}{se.classifier_seconds:12.1f}{sk.classifier_seconds:12.1f}"
+            f"{sk.classifier_seconds / se.classifier_seconds:8.2f}{se.test_acc:14.2f}{sk.test_acc:13.2f}",
+            flush=True,
+        )
+    print(
+        f"{'all':<6}{totals['senteval']:12.1f}{totals['sklearn']:12.1f}{totals['sklearn'] / totals['senteval']:8.2f}"
+        "   (target: sklearn / senteval >= 5 in test mode)"
+    )
 
 
 if __name__ == "__main__":

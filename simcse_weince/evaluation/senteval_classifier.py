@@ -22,7 +22,7 @@ state, so each follows the trajectory SentEval's loop gives it (to float roundin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -86,7 +86,12 @@ def initial_linear(dim: int, classes: int, seed: int) -> tuple[torch.Tensor, tor
 
 
 def fit_logregs(
-    x: torch.Tensor, y: torch.Tensor, jobs: Sequence[Job], num_classes: int, config: ClassifierConfig
+    x: torch.Tensor,
+    y: torch.Tensor,
+    jobs: Sequence[Job],
+    num_classes: int,
+    config: ClassifierConfig,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Fitted:
     """Train every job's logistic regression as SentEval's ``MLP(nhid=0).fit`` would, all at once.
 
@@ -96,6 +101,7 @@ def fit_logregs(
         jobs: the fits to run; their rows index ``x``.
         num_classes: C.
         config: SentEval's classifier settings.
+        progress: called after every epoch with (passes so far, models still training).
 
     Returns:
         :class:`Fitted` with the best (by validation accuracy) weights of each job.
@@ -151,6 +157,8 @@ def fit_logregs(
                 if strikes[m] >= config.tenacity:
                     active[m] = False
                 strikes[m] += 1
+        if progress is not None:
+            progress(epoch, int(active.sum()))
     return Fitted(best_w, best_b, best_acc)
 
 

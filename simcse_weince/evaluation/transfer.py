@@ -210,7 +210,14 @@ def _senteval(
 
     def fit(split: str, jobs: list[Job], phase: str) -> object:
         t0 = time.perf_counter()
-        fitted = fit_logregs(*data[split], jobs, task.num_classes, config)
+        last = [t0]
+
+        def progress(passes: int, training: int) -> None:  # a line every 10 s while the classifiers train
+            if log and time.perf_counter() - last[0] > 10:
+                last[0] = time.perf_counter()
+                log(f"{task.name}: {phase}: {passes} passes, {training} of {len(jobs)} classifiers still training")
+
+        fitted = fit_logregs(*data[split], jobs, task.num_classes, config, progress)
         if log:
             log(f"{task.name}: {phase}: {len(jobs)} classifiers trained together ({time.perf_counter() - t0:.0f} s)")
         return fitted
