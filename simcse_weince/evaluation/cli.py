@@ -84,6 +84,7 @@ def run(argv: Sequence[str]) -> dict:
         on_task=lambda r: write_report(r, out),
         classifier=args.classifier,
         device=args.device,
+        show_progress_bar=not args.no_progress,
     )
     js, md = write_report(report, out)
     print()

@@ -171,6 +171,7 @@ def run_evaluation(
     on_task: Callable[[EvaluationReport], None] | None = None,
     classifier: Classifier = "senteval",
     device: str | None = None,
+    show_progress_bar: bool = False,
 ) -> EvaluationReport:
     """Evaluate ``encoder`` on the tasks; ``mode`` = dev (STS-B/SICK-R dev, transfer dev accuracy),
     test (everything, 10-fold), fast (everything, 5-fold, fewer solver iterations).

@@ -38,6 +38,7 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
+from tqdm.auto import tqdm
 
 from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.senteval_classifier import (
@@ -115,11 +116,13 @@ def evaluate_transfer(
     classifier: Classifier = "sklearn",
     config: ClassifierConfig | None = None,
     device: str | torch.device | None = None,
+    show_progress_bar: bool = False,
 ) -> TransferResult:
     """Encode the task's sentences once and run its protocol with ``classifier``.
 
     ``config`` (senteval only) defaults to SentEval's test-mode settings; ``device`` is where the batched
-    classifiers train (default: CUDA when available); ``max_iter`` is the sklearn solver's limit.
+    classifiers train (default: CUDA when available); ``max_iter`` is the sklearn solver's limit;
+    ``show_progress_bar`` shows a bar per phase counting the senteval classifiers that have finished.
     """
     if classifier not in CLASSIFIERS:
         raise ValueError(f"classifier must be one of {CLASSIFIERS}, got {classifier!r}")
@@ -145,7 +148,7 @@ def evaluate_transfer(
     y = {n: splits[n].labels for n in names}
     t_cls = time.perf_counter()
     if classifier == "senteval":
-        res = _senteval(task, x, y, k, seed, config or TEST_CONFIG, device, log)
+        res = _senteval(task, x, y, k, seed, config or TEST_CONFIG, device, log, show_progress_bar)
     else:
         res = _sklearn(task, x, y, k, seed, max_iter)
     res.classifier_seconds = time.perf_counter() - t_cls
@@ -193,6 +196,7 @@ def _senteval(
     config: ClassifierConfig,
     device,
     log: Callable[[str], None] | None,
+    show_progress_bar: bool = False,
 ) -> TransferResult:
     """SentEval's InnerKFold / KFold / Split classifiers (``senteval/tools/validation.py``), all models of a
     phase trained together."""
@@ -210,14 +214,16 @@ def _senteval(
 
     def fit(split: str, jobs: list[Job], phase: str) -> object:
         t0 = time.perf_counter()
-        last = [t0]
+        bar = tqdm(
+            total=len(jobs), desc=f"{task.name}: {phase}", unit="classifier", leave=False, disable=not show_progress_bar
+        )
 
-        def progress(passes: int, training: int) -> None:  # a line every 10 s while the classifiers train
-            if log and time.perf_counter() - last[0] > 10:
-                last[0] = time.perf_counter()
-                log(f"{task.name}: {phase}: {passes} passes, {training} of {len(jobs)} classifiers still training")
+        def progress(passes: int, training: int) -> None:  # the bar counts the classifiers that have stopped
+            bar.update(len(jobs) - training - bar.n)
+            bar.set_postfix(passes=passes)
 
         fitted = fit_logregs(*data[split], jobs, task.num_classes, config, progress)
+        bar.close()
         if log:
             log(f"{task.name}: {phase}: {len(jobs)} classifiers trained together ({time.perf_counter() - t0:.0f} s)")
         return fitted

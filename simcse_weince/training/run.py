@@ -48,11 +48,11 @@ def start_run(training_args: TrainingArguments) -> float:
     resume = training_args.resume_from_checkpoint
     if resume is not None and resume.lower() == "hub":
         repo = repo_name(training_args.hub_model_id, training_args.output_dir)
-        resume = str(
-            download_last_checkpoint(
+        with training_args.main_process_first(desc="download the Hub's last-checkpoint"):
+            folder = download_last_checkpoint(
                 repo, training_args.output_dir, training_args.hub_token, training_args.hub_revision
             )
-        )
+        resume = str(folder)
         logger.info("resuming from %s, the last checkpoint pushed to %s", resume, repo)
     training_args.resume_from_checkpoint = resume_value(
         resume, training_args.output_dir, training_args.process_index == 0

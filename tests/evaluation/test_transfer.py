@@ -187,3 +187,19 @@ def test_senteval_split_protocols_equal_the_per_model_reference(protocol: str) -
     else:
         expected = reference_split(tensors("train"), tensors("dev"), tensors("test"), 3, cfg)
     assert (res.dev_acc, res.test_acc, res.chosen_c) == (expected[0], expected[1], [expected[2]])
+
+
+@pytest.mark.parametrize("sep", [10.0, 0.0])
+def test_senteval_classifier_on_separable_and_on_noise(sep: float) -> None:
+    from simcse_weince.evaluation.senteval_classifier import FAST_CONFIG
+
+    x, y = _blobs(200, 5, 2, sep=sep)
+    sentences = [f"s{i}" for i in range(len(y))]
+    task = TransferTask("toy", "cv", {"all": Split(sentences, y)}, 2)
+    res = evaluate_transfer(_TableEncoder(dict(zip(sentences, x, strict=True))), task, k=5, classifier="senteval",
+                            config=FAST_CONFIG, device="cpu")  # fmt: skip
+    if sep:
+        assert res.dev_acc == pytest.approx(100.0) and res.test_acc == pytest.approx(100.0)
+    else:
+        assert res.test_acc < 70  # chance level: the check above can fail
+    assert len(res.chosen_c) == 5 and set(res.chosen_c) <= {1e-5, 1e-4, 1e-3, 1e-2}
