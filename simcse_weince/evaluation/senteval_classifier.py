@@ -95,6 +95,10 @@ def fit_logregs(
 ) -> Fitted:
     """Train every job's logistic regression as SentEval's ``MLP(nhid=0).fit`` would, all at once.
 
+    Jobs with the same training and validation rows (the penalties of one fold) draw the same permutations —
+    same seed, same draws — so they are trained as one group: each mini-batch is gathered once for the group
+    and multiplied by all its members' weights together.
+
     Args:
         x: (N, D) float32 features on the device to train on.
         y: (N,) int64 labels on the same device.
@@ -106,60 +110,77 @@ def fit_logregs(
     Returns:
         :class:`Fitted` with the best (by validation accuracy) weights of each job.
     """
-    device, (m_count, dim) = x.device, (len(jobs), x.shape[1])
-    bs = config.batch_size
+    device, dim, c, bs = x.device, x.shape[1], num_classes, config.batch_size
     rngs = [np.random.RandomState(config.seed) for _ in jobs]  # each model's np.random.seed(seed)
-    train_rows, dev_rows = [], []
+    split: list[tuple[np.ndarray, np.ndarray]] = []
     for job, rng in zip(jobs, rngs, strict=True):
         if job.dev is None:  # validation_split: the seeded permutation's first int(0.05 n) rows
             perm = rng.permutation(len(job.train))
             n_dev = int(VALIDATION_SPLIT * len(job.train))
-            train_rows.append(job.train[perm[n_dev:]])
-            dev_rows.append(job.train[perm[:n_dev]])
+            split.append((job.train[perm[n_dev:]], job.train[perm[:n_dev]]))
         else:
-            train_rows.append(job.train)
-            dev_rows.append(job.dev)
+            split.append((job.train, job.dev))
+    groups: dict[tuple[bytes, bytes], list[int]] = {}
+    for m, (tr, dv) in enumerate(split):
+        groups.setdefault((np.asarray(tr).tobytes(), np.asarray(dv).tobytes()), []).append(m)
+    members = list(groups.values())
+    g_count, k_max = len(members), max(len(g) for g in members)
+    slot = np.full((g_count, k_max), -1)
+    for g, ms in enumerate(members):
+        slot[g, : len(ms)] = ms
+    exists = slot >= 0
+    group_rng = [rngs[ms[0]] for ms in members]  # the members' generators are in the same state
+    train_rows = [split[ms[0]][0] for ms in members]
 
-    w0, b0 = initial_linear(dim, num_classes, config.seed)
-    weight = w0.to(device).repeat(m_count, 1, 1)  # (M, D, C)
-    bias = b0.to(device).repeat(m_count, 1)  # (M, C)
-    l2 = torch.tensor([job.l2 for job in jobs], dtype=torch.float32, device=device)
+    w0, b0 = initial_linear(dim, c, config.seed)
+    weight = w0.to(device).repeat(g_count, k_max, 1, 1)  # (G, K, D, C)
+    bias = b0.to(device).repeat(g_count, k_max, 1)  # (G, K, C)
+    l2 = np.zeros((g_count, k_max))
+    l2[exists] = [jobs[m].l2 for m in slot[exists]]
+    l2_t = torch.as_tensor(l2, dtype=torch.float32, device=device)
     state = _OptimiserState(config.optim, weight, bias)
     best_w, best_b = weight.clone(), bias.clone()
-    best_acc = np.full(m_count, -1.0)
-    strikes = np.zeros(m_count, dtype=np.int64)
-    active = np.ones(m_count, dtype=bool)
+    best_acc = np.full((g_count, k_max), -1.0)
+    strikes = np.zeros((g_count, k_max), dtype=np.int64)
+    active = exists.copy()
     epoch = 0
-    dev_x, dev_y, dev_mask = _padded(x, y, dev_rows)
+    dev_x, dev_y, dev_mask = _padded(x, y, [split[ms[0]][1] for ms in members])
     while active.any() and epoch <= config.max_epoch:
-        live = np.flatnonzero(active)
+        live = np.flatnonzero(active.any(axis=1))
+        live_t = torch.as_tensor(live, device=device)
+        update = torch.as_tensor(active[live], device=device)  # (G_live, K): members that train this epoch
         for _ in range(config.epoch_size):
-            # every live model draws its pass's permutation (as SentEval's trainepoch), padded to one matrix
-            lengths = np.array([len(train_rows[m]) for m in live])
+            # every live group draws its pass's permutation (as SentEval's trainepoch), padded to one matrix
+            lengths = np.array([len(train_rows[g]) for g in live])
             order = np.zeros((len(live), int(lengths.max())), dtype=np.int64)
-            for i, m in enumerate(live):
-                order[i, : lengths[i]] = train_rows[m][rngs[m].permutation(lengths[i])]
+            for i, g in enumerate(live):
+                order[i, : lengths[i]] = train_rows[g][group_rng[g].permutation(lengths[i])]
             order_t = torch.as_tensor(order, device=device)
             lengths_t = torch.as_tensor(lengths, device=device)
-            live_t = torch.as_tensor(live, device=device)
             for start in range(0, int(lengths.max()), bs):
-                take = lengths_t > start  # models that still have a batch in this pass
+                take = lengths_t > start  # groups that still have a batch in this pass
                 cols = torch.arange(start, min(start + bs, order.shape[1]), device=device)
                 valid = cols[None, :] < lengths_t[take, None]  # (B, L)
-                _step(x, y, order_t[take][:, cols], valid, live_t[take], weight, bias, l2, state)
+                _step(x, y, order_t[take][:, cols], valid, live_t[take], update[take], weight, bias, l2_t, state)
         epoch += config.epoch_size
-        acc = _accuracies(weight, bias, dev_x, dev_y, dev_mask)
-        for m in live:
-            if acc[m] > best_acc[m]:
-                best_acc[m] = acc[m]
-                best_w[m], best_b[m] = weight[m], bias[m]
-            else:  # SentEval's early stop: the counter is checked, then incremented, and never reset
-                if strikes[m] >= config.tenacity:
-                    active[m] = False
-                strikes[m] += 1
+        acc = _accuracies(weight, bias, dev_x, dev_y, dev_mask)  # (G, K)
+        improved = active & (acc > best_acc)
+        best_acc[improved] = acc[improved]
+        keep = torch.as_tensor(improved, device=device)
+        best_w = torch.where(keep[:, :, None, None], weight, best_w)
+        best_b = torch.where(keep[:, :, None], bias, best_b)
+        # SentEval's early stop: the counter is checked, then incremented, and never reset
+        worse = active & ~improved
+        active[worse & (strikes >= config.tenacity)] = False
+        strikes[worse] += 1
         if progress is not None:
             progress(epoch, int(active.sum()))
-    return Fitted(best_w, best_b, best_acc)
+    order_back = [tuple(np.argwhere(slot == m)[0]) for m in range(len(jobs))]
+    return Fitted(
+        torch.stack([best_w[g, k] for g, k in order_back]),
+        torch.stack([best_b[g, k] for g, k in order_back]),
+        np.array([best_acc[g, k] for g, k in order_back]),
+    )
 
 
 def _padded(x: torch.Tensor, y: torch.Tensor, rows: Sequence[np.ndarray]):
@@ -174,11 +195,18 @@ def _padded(x: torch.Tensor, y: torch.Tensor, rows: Sequence[np.ndarray]):
     return x[idx_t], y[idx_t], torch.as_tensor(mask, device=x.device)
 
 
+def _group_logits(xb: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """(G, L, D) rows × (G, K, D, C) weights of the group's K members -> (G, L, K, C) logits."""
+    g, k, d, c = weight.shape
+    flat = weight.permute(0, 2, 1, 3).reshape(g, d, k * c)  # (G, D, K·C): all members in one product
+    return torch.baddbmm(bias.reshape(g, 1, k * c), xb, flat).view(g, -1, k, c)
+
+
 @torch.no_grad()
 def _accuracies(weight, bias, xs, ys, mask) -> np.ndarray:
-    pred = (torch.bmm(xs, weight) + bias[:, None, :]).argmax(dim=2)
-    correct = ((pred == ys) & mask).sum(dim=1).double()
-    return (correct / mask.sum(dim=1).clamp_min(1).double()).cpu().numpy()
+    pred = _group_logits(xs, weight, bias).argmax(dim=3)  # (G, L, K)
+    correct = ((pred == ys[:, :, None]) & mask[:, :, None]).sum(dim=1).double()  # (G, K)
+    return (correct / mask.sum(dim=1, keepdim=True).clamp_min(1).double()).cpu().numpy()
 
 
 class _OptimiserState:
@@ -190,35 +218,40 @@ class _OptimiserState:
         self.optim = optim
         self.exp_avg = [torch.zeros_like(weight), torch.zeros_like(bias)]
         self.exp_avg_sq = [torch.zeros_like(weight), torch.zeros_like(bias)]
-        self.steps = torch.zeros(weight.shape[0], dtype=torch.float64, device=weight.device)
+        self.steps = torch.zeros(weight.shape[:2], dtype=torch.float64, device=weight.device)
 
 
 @torch.no_grad()
-def _step(x, y, rows, valid, models, weight, bias, l2, state: _OptimiserState) -> None:
-    """One optimiser step of ``models`` on their mini-batches (``rows`` (B, L) indices into ``x``, ``valid``
-    (B, L) which of them are real): mean cross-entropy, L2 as weight decay, each model's own torch.optim
-    update written out."""
+def _step(x, y, rows, valid, groups, update, weight, bias, l2, state: _OptimiserState) -> None:
+    """One optimiser step of the members ``update`` (B, K) of ``groups`` on their shared mini-batches (``rows``
+    (B, L) indices into ``x``, ``valid`` (B, L) which are real): mean cross-entropy, L2 as weight decay, each
+    model's own torch.optim update written out."""
     xb, yb = x[rows], y[rows]  # (B, L, D), (B, L)
-    w, b = weight[models], bias[models]  # (B, D, C), (B, C)
-    logits = torch.baddbmm(b[:, None, :], xb, w)  # (B, L, C)
+    w, b = weight[groups], bias[groups]  # (B, K, D, C), (B, K, C)
+    k, c = w.shape[1], w.shape[3]
     # d(mean CE)/d logits = (softmax − one-hot) / n over the valid rows
-    delta = logits.softmax(dim=2)
-    delta -= F.one_hot(yb, delta.shape[2]).to(delta.dtype)
-    delta *= (valid / valid.sum(dim=1, keepdim=True)).unsqueeze(2)
-    grad_w = torch.bmm(xb.transpose(1, 2), delta) + l2[models, None, None] * w
-    grad_b = delta.sum(dim=1) + l2[models, None] * b
-    state.steps[models] += 1
-    step = state.steps[models]
-    for i, (param, grad) in enumerate(((weight, grad_w), (bias, grad_b))):
-        shape = (-1,) + (1,) * (grad.dim() - 1)
+    delta = _group_logits(xb, w, b).softmax(dim=3)  # (B, L, K, C)
+    delta -= F.one_hot(yb, c).to(delta.dtype)[:, :, None, :]
+    delta *= (valid / valid.sum(dim=1, keepdim=True))[:, :, None, None]
+    grad_w = torch.bmm(xb.transpose(1, 2), delta.flatten(2)).view(w.shape[0], -1, k, c).permute(0, 2, 1, 3)
+    grad_w = grad_w + l2[groups][:, :, None, None] * w
+    grad_b = delta.sum(dim=1) + l2[groups][:, :, None] * b
+    state.steps[groups] += update
+    step = state.steps[groups]
+    for i, (param, old, grad) in enumerate(((weight, w, grad_w), (bias, b, grad_b))):
+        mask = update.view(update.shape + (1,) * (grad.dim() - 2))
+        shape = step.shape + (1,) * (grad.dim() - 2)
+        v_old = state.exp_avg_sq[i][groups]
         if state.optim == "adam":  # torch.optim.Adam: lr 1e-3, betas (0.9, 0.999), eps 1e-8
-            m = state.exp_avg[i][models].lerp_(grad, 0.1)
-            v = state.exp_avg_sq[i][models].mul_(0.999).addcmul_(grad, grad, value=0.001)
+            m_old = state.exp_avg[i][groups]
+            m = m_old.lerp(grad, 0.1)
+            v = v_old * 0.999 + 0.001 * grad * grad
             bc1 = (1 - 0.9**step).to(grad.dtype).view(shape)
             bc2 = (1 - 0.999**step).to(grad.dtype).view(shape)
-            param[models] = param[models] - (1e-3 / bc1) * m / (v.sqrt() / bc2.sqrt()).add_(1e-8)
-            state.exp_avg[i][models], state.exp_avg_sq[i][models] = m, v
+            new = old - (1e-3 / bc1) * m / (v.sqrt() / bc2.sqrt()).add_(1e-8)
+            state.exp_avg[i][groups] = torch.where(mask, m, m_old)
         else:  # torch.optim.RMSprop: lr 1e-2, alpha 0.99, eps 1e-8
-            v = state.exp_avg_sq[i][models].mul_(0.99).addcmul_(grad, grad, value=0.01)
-            param[models] = param[models] - 1e-2 * grad / v.sqrt().add_(1e-8)
-            state.exp_avg_sq[i][models] = v
+            v = v_old * 0.99 + 0.01 * grad * grad
+            new = old - 1e-2 * grad / (v.sqrt() + 1e-8)
+        state.exp_avg_sq[i][groups] = torch.where(mask, v, v_old)
+        param[groups] = torch.where(mask, new, old)
