@@ -45,6 +45,7 @@ from simcse_weince.evaluation.senteval_classifier import (
     L2_GRID,
     TEST_CONFIG,
     ClassifierConfig,
+    Fitted,
     Job,
     fit_logregs,
 )
@@ -212,7 +213,7 @@ def _senteval(
         for n in x
     }
 
-    def fit(split: str, jobs: list[Job], phase: str) -> object:
+    def fit(split: str, jobs: list[Job], phase: str) -> Fitted:
         t0 = time.perf_counter()
         bar = tqdm(
             total=len(jobs), desc=f"{task.name}: {phase}", unit="classifier", leave=False, disable=not show_progress_bar
