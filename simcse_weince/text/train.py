@@ -40,7 +40,7 @@ from simcse_weince.text.trainer import SimCSETrainer, STSEvaluator
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
 from simcse_weince.training.hub import HubPushError
-from simcse_weince.training.run import start_run, train_and_record, write_results
+from simcse_weince.training.run import card_facts, start_run, train_and_record, write_results
 
 logger = logging.getLogger(__name__)
 LOCAL_USAGE_PATH = "path/to/this/folder"
@@ -173,15 +173,8 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
             from_config=model_args.init_from_config,
             data_desc=f"{len(ids):,} sentences from {', '.join(Path(f).name for f in stats.files)} "
             f"({stats.truncated} truncated)",
-            loss_name="WEINCE" if loss_args.loss == "weince" else "InfoNCE",
-            loss_config=loss.get_config_dict(),
-            citation=loss.citation,
-            steps=trainer.state.global_step,
-            batch=training_args.per_device_train_batch_size,
-            processes=training_args.world_size,
-            lr=training_args.learning_rate,
+            **card_facts(trainer, loss_args.loss, loss),
             max_len=data_args.max_seq_length,
-            precision=training_args.precision_name,
             pooler=model_args.pooler,
             inference_pooler=model.inference_pooler,
             eval_steps=training_args.eval_steps,

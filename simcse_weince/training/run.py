@@ -202,6 +202,22 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
     }
 
 
+def card_facts(trainer: Trainer, loss_name: str, loss: Any) -> dict[str, Any]:
+    """What both model cards say about the training run: loss (display name, config, citation), steps, batch per
+    process, processes, learning rate and precision, as keyword arguments of the card renderers."""
+    args = trainer.args
+    return {
+        "loss_name": {"weince": "WEINCE", "infonce": "InfoNCE"}.get(loss_name, loss_name),
+        "loss_config": loss.get_config_dict(),
+        "citation": loss.citation,
+        "steps": trainer.state.global_step,
+        "batch": args.per_device_train_batch_size,
+        "processes": args.world_size,
+        "lr": args.learning_rate,
+        "precision": args.precision_name,
+    }
+
+
 def write_results(output_dir: str | Path, results: dict[str, Any]) -> Path:
     """``<output_dir>/results.json``."""
     path = Path(output_dir) / "results.json"

@@ -22,7 +22,7 @@ from simcse_weince.paths import resolve_data_path
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
 from simcse_weince.training.hub import HubPushError
-from simcse_weince.training.run import start_run, train_and_record, write_results
+from simcse_weince.training.run import card_facts, start_run, train_and_record, write_results
 from simcse_weince.vision.arguments import SimCLRTrainingArguments, VisionDataArguments, VisionModelArguments
 from simcse_weince.vision.augment import TwoViews, eval_transform, simclr_transform
 from simcse_weince.vision.data import Indexed, balanced_subset, collate, load_image_dataset
@@ -152,14 +152,7 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
             config=config,
             dataset=data_args.dataset,
             train_images=len(train),
-            loss_name="WEINCE" if loss_args.loss == "weince" else "InfoNCE",
-            loss_config=loss.get_config_dict(),
-            citation=loss.citation,
-            steps=trainer.state.global_step,
-            batch=training_args.per_device_train_batch_size,
-            processes=training_args.world_size,
-            lr=training_args.learning_rate,
-            precision=training_args.precision_name,
+            **card_facts(trainer, loss_args.loss, loss),
             scores={m: results["after"][m] for m in METRICS},
         )
         (model_dir / "README.md").write_text(card, encoding="utf-8")

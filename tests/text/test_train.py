@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoTokenizer, TrainerCallback
+from transformers import AutoTokenizer
 
 from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
 from simcse_weince.text.train import run
+from tests.interrupt import Interrupt, StopAt
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -146,19 +147,6 @@ def test_offline_optional_push_keeps_everything_and_no_secret_is_written(
     assert not [p for p in written if b"hf_SECRET_test_token" in p.read_bytes()]
 
 
-class _Interrupt(Exception):
-    pass
-
-
-class _StopAt(TrainerCallback):
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise _Interrupt
-
-
 def _recording_collator(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
     from simcse_weince.text import data
 
@@ -201,8 +189,8 @@ def test_resume_reaches_same_step_with_same_data_order(
 
     # Interrupted run: an exception right after step 4 (checkpoint-3 exists).
     seen.clear()
-    with pytest.raises(_Interrupt), caplog.at_level(logging.ERROR):
-        run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common), callbacks=[_StopAt(4)])
+    with pytest.raises(Interrupt), caplog.at_level(logging.ERROR):
+        run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common), callbacks=[StopAt(4)])
     assert (tmp_path / "cut" / "checkpoint-3").is_dir() and not (tmp_path / "cut" / "model").exists()
     assert "the last complete checkpoint is" in caplog.text and "--resume_from_checkpoint last" in caplog.text
 

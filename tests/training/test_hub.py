@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import TrainerCallback
 
 from tests import hub_recorder
+from tests.interrupt import Interrupt, StopAt
 
 
 def _text(tiny: Path, wiki: Path, out: Path, *extra: str) -> list[str]:
@@ -23,19 +23,6 @@ def _text(tiny: Path, wiki: Path, out: Path, *extra: str) -> list[str]:
         "--eval_test_at_end", "false", "--output_dir", str(out), "--disable_tqdm", "true",
         "--dataloader_num_workers", "0", "--report_to", "none", *extra,
     ]  # fmt: skip
-
-
-class _Interrupt(Exception):
-    pass
-
-
-class _StopAt(TrainerCallback):
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise _Interrupt
 
 
 @pytest.mark.slow
@@ -80,9 +67,9 @@ def test_resume_from_the_hub_last_checkpoint_reaches_the_same_weights(
     common = ("--max_steps", "6", "--save_total_limit", "3", "--push_to_hub", "true", "--hub_strategy", "checkpoint")
     run(_text(tiny_bert_dir, wiki_sample, tmp_path / "full", *common, "--hub_model_id", "me/full"))
     # machine A stops after step 5: the last pushed checkpoint is step 4, kept as last-checkpoint/
-    with pytest.raises(_Interrupt):
+    with pytest.raises(Interrupt):
         run(_text(tiny_bert_dir, wiki_sample, tmp_path / "a", *common, "--hub_model_id", "me/cut"),
-            callbacks=[_StopAt(5)])  # fmt: skip
+            callbacks=[StopAt(5)])  # fmt: skip
     state = json.loads((hub.repo("me/cut") / "last-checkpoint" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
     # machine B starts from an empty folder and resumes from the Hub
