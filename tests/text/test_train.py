@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +18,7 @@ from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
 from simcse_weince.text.train import run
 from tests.interrupt import Interrupt, StopAt
+from tests.launch import accelerate_launch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -209,28 +207,7 @@ def test_resume_reaches_same_step_with_same_data_order(
 
 
 def _accelerate(n: int, args: list[str]) -> None:
-    # accelerate's --cpu flag starts ONE process (multi-CPU needs an MPI hostfile); --multi_gpu starts N
-    # processes through torchrun, and on a machine without CUDA the training arguments select CPU + gloo.
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        str(n),
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        str(REPO / "train_unsup.py"),
-        *args,
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise AssertionError(f"accelerate launch failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    accelerate_launch(n, [str(REPO / "train_unsup.py"), *args])
 
 
 @pytest.mark.slow

@@ -83,26 +83,11 @@ def test_vision_configs_parse(cfg: Path, tmp_path: Path) -> None:
 @pytest.mark.timeout(600)
 def test_two_process_run_with_sync_batchnorm(tmp_path: Path) -> None:
     """``accelerate launch`` with 2 CPU processes (gloo): gathered negatives, world size 2."""
-    import os
-    import subprocess
-    import sys
+    from tests.launch import accelerate_launch
 
     root = write_cifar10_zips(tmp_path / "data")
     out = tmp_path / "run"
-    repo = Path(__file__).resolve().parents[2]
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
+    target = [
         "-m",
         "simcse_weince.vision.train",
         "--backbone",
@@ -128,9 +113,7 @@ def test_two_process_run_with_sync_batchnorm(tmp_path: Path) -> None:
         "--dataloader_num_workers",
         "0",
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo)}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    accelerate_launch(2, target)
     results = json.loads((out / "results.json").read_text())
     assert results["world_size"] == 2 and results["steps"] == 2  # 16 images / (2 processes x 4)
 
