@@ -86,7 +86,10 @@ class ContrastiveTrainingArguments(TrainingArguments):
     * ``push_to_hub`` keeps the Trainer's meaning (checkpoints pushed per ``hub_strategy``); the exported model
       folder is pushed at the end; the Hub is checked before anything loads (``hub_push_optional`` turns a
       failed check into a local-only run that records the error);
-    * a multi-process launch on a machine without CUDA runs its processes on the CPU with gloo.
+    * a multi-process launch on a machine without CUDA runs its processes on the CPU with gloo;
+    * ``gradient_cache_chunk_size`` turns on gradient caching: batches larger than it are embedded that many
+      examples at a time, so activation memory is that of a chunk whatever the batch (exact for
+      per-sample normalisation; batch norm sees chunk statistics).
     """
 
     remove_unused_columns: bool = False
@@ -95,6 +98,14 @@ class ContrastiveTrainingArguments(TrainingArguments):
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "Train into an output_dir that holds a previous run (its checkpoints may be replaced)."},
+    )
+    gradient_cache_chunk_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Gradient caching: embed the batch this many examples (both views) at a time, compute the "
+            "full-batch loss and its gradient, then re-run each chunk with gradient and its dropout masks. "
+            "Memory of one chunk, about one extra forward of time (default: off)."
+        },
     )
     hub_push_optional: bool = field(
         default=False,
@@ -109,6 +120,7 @@ class ContrastiveTrainingArguments(TrainingArguments):
         check_at_least("per_device_train_batch_size", self.per_device_train_batch_size, 1)
         check_at_least("per_device_eval_batch_size", self.per_device_eval_batch_size, 1)
         check_at_least("gradient_accumulation_steps", self.gradient_accumulation_steps, 1)
+        self._check_gradient_cache()
         if not (self.fp16 or self.bf16):
             if self.precision == "auto":
                 self.fp16 = torch.cuda.is_available()
@@ -126,6 +138,20 @@ class ContrastiveTrainingArguments(TrainingArguments):
                 f"a contrastive batch needs at least 2 rows: per_device_train_batch_size "
                 f"{self.per_device_train_batch_size} × {processes} process(es)"
             )
+
+    def _check_gradient_cache(self) -> None:
+        check_at_least("gradient_cache_chunk_size", self.gradient_cache_chunk_size, 1)
+        if self.gradient_cache_chunk_size is None:
+            return
+        if self.ddp_static_graph:
+            # a static graph expects one forward and one backward per step; the cache runs one per chunk
+            raise ValueError("gradient_cache_chunk_size does not work with ddp_static_graph; unset one of them")
+        for name in ("deepspeed", "fsdp"):
+            if getattr(self, name, None):
+                raise ValueError(
+                    f"gradient_cache_chunk_size is not supported with {name} (its backward is not the plain "
+                    f"autograd backward the cache replays into); got {name}={getattr(self, name)!r}"
+                )
 
     def __getstate__(self) -> dict:
         # The Trainer pickles its arguments next to every checkpoint (training_args.bin): secrets stay out.

@@ -4,7 +4,11 @@ It overrides only Trainer hooks:
 
 * ``compute_loss`` — ``embed_views`` (model + batch -> ``anchors``, ``positives``), ``negative_mask`` (which
   candidates are known false negatives, e.g. duplicate sentences), then the contrastive loss; the loss's
-  per-batch diagnostics are accumulated (0-d tensors, no host sync per step);
+  per-batch diagnostics are accumulated (0-d tensors, no host sync per step). With
+  ``gradient_cache_chunk_size`` set, training batches larger than a chunk are embedded chunk by chunk and
+  the loss comes back with a gradient-cached backward (:mod:`simcse_weince.training.grad_cache`): the
+  Trainer's own ``accelerator.backward`` replays the chunks, so accumulation, loss scaling and DDP behave as
+  uncached;
 * ``evaluation_loop`` — runs an *evaluator*: a callable ``evaluator(model) -> {name: value}`` (STS-B dev
   Spearman, k-NN accuracy, ...), as sentence-transformers' trainer does, so the Trainer's own ``evaluate``
   adds the prefix and runtime, logs, calls the callbacks and drives model selection;
@@ -15,7 +19,9 @@ The training loop, checkpointing, resuming, mixed precision and multi-process tr
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
 import torch
@@ -25,7 +31,10 @@ from transformers import Trainer
 from transformers.trainer_utils import EvalLoopOutput
 
 from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
 from simcse_weince.training.hub import push_folder, repo_name
+
+logger = logging.getLogger(__name__)
 
 DIAGNOSTIC_KEYS = ("lambda_mean", "lambda_frac_gt_half", "beta_mean", "rho_mean", "delta_aic_mean")
 Evaluator = Callable[[nn.Module], dict[str, float]]
@@ -52,6 +61,7 @@ class ContrastiveTrainer(Trainer):
         self.evaluator = evaluator
         self._diag_sums: dict[str, torch.Tensor] = {}
         self._diag_steps = 0
+        self._warned_batch_norm = False
 
     # ---- training hooks ---------------------------------------------------------------------------------
     def embed_views(self, model: nn.Module, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -68,12 +78,66 @@ class ContrastiveTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         inputs = dict(inputs)
         negative_mask, extra = self.negative_mask(inputs)
-        views = self.embed_views(model, inputs)
-        with torch.profiler.record_function("loss"):  # a label in profiles (bench/train_throughput.py --profile)
-            loss = self.contrastive_loss(views["anchors"], views["positives"], negative_mask=negative_mask)
+        chunks = self.gradient_cache_chunks(model, inputs)
+        if chunks is None:
+            views = self.embed_views(model, inputs)
+            with torch.profiler.record_function("loss"):  # a label in profiles (bench/train_throughput.py --profile)
+                loss = self.contrastive_loss(views["anchors"], views["positives"], negative_mask=negative_mask)
+        else:
+            loss, views = self.cached_loss(model, chunks, negative_mask)
         if model.training:
             self.accumulate_diagnostics(extra)
         return (loss, views) if return_outputs else loss
+
+    def gradient_cache_chunks(self, model: nn.Module, inputs: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The batch cut into chunks of ``gradient_cache_chunk_size`` examples, or ``None`` for an uncached
+        step: no chunk size set, evaluation (no gradient), or a batch that fits in one chunk."""
+        chunk = getattr(self.args, "gradient_cache_chunk_size", None)
+        if not chunk or not model.training or not torch.is_grad_enabled() or batch_rows(inputs) <= chunk:
+            return None
+        return split_batch(inputs, chunk)
+
+    def cached_loss(
+        self, model: nn.Module, chunks: list[dict[str, Any]], negative_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The full-batch loss over ``chunks`` with a gradient-cached backward, and the detached views.
+
+        The chunks are embedded without gradient (``embed_views`` on each), the loss and its gradient with
+        respect to the embeddings are computed once over the whole batch, and the returned loss's backward
+        re-embeds every chunk with its recorded dropout masks (under autocast, and DDP's ``no_sync`` for all
+        but the last chunk) and back-propagates the cached gradients.
+        """
+        norm_layers = batch_norm_layers(model)
+        if norm_layers and not self._warned_batch_norm:
+            self._warned_batch_norm = True
+            if self.is_world_process_zero():
+                logger.warning(
+                    "gradient_cache_chunk_size: the model has %d batch-norm layer(s); they normalise with the "
+                    "statistics of each chunk, not of the batch, so training differs from an uncached step "
+                    "(per-sample normalisation, e.g. layer norm, is exact)",
+                    len(norm_layers),
+                )
+
+        def embed(chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+            views = self.embed_views(model, chunk)
+            return views["anchors"], views["positives"]
+
+        def loss_fn(anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+            with torch.profiler.record_function("loss"):
+                return self.contrastive_loss(anchors, positives, negative_mask=negative_mask)
+
+        def replay_context(last: bool) -> AbstractContextManager:
+            # The replay runs inside the Trainer's backward, outside compute_loss's autocast: enter it again.
+            # Under DDP every backward all-reduces; all but the last chunk accumulate locally instead (an outer
+            # no_sync, on a non-final accumulation micro-step, still holds for the last one).
+            stack = ExitStack()
+            stack.enter_context(self.compute_loss_context_manager())
+            if not last:
+                stack.enter_context(self.accelerator.no_sync(model))
+            return stack
+
+        loss, anchors, positives = cached_contrastive_loss(embed, chunks, loss_fn, replay_context, norm_layers)
+        return loss, {"anchors": anchors, "positives": positives}
 
     @torch.no_grad()
     def accumulate_diagnostics(self, extra: dict[str, torch.Tensor] | None = None) -> None:

@@ -1,0 +1,191 @@
+"""Gradient caching (GradCache, Gao et al. 2021) of a contrastive step: activation memory flat in the batch.
+
+A contrastive loss couples all rows of a batch, so it cannot be accumulated over micro-batches; but its
+gradient factors through the embeddings. With ``Z = f_θ(X)`` the (n, D) embeddings of the batch and
+``G = ∂L/∂Z`` held fixed,
+
+    ∂L/∂θ = Σ_r (∂L/∂z_r)ᵀ ∂z_r/∂θ = Σ_chunks ∂/∂θ ⟨f_θ(X_chunk), G_chunk⟩,
+
+so a step is:
+
+1. embed the batch chunk by chunk **without** gradient (one chunk's activations alive at a time), recording
+   the random generators' state before each chunk;
+2. compute the full-batch loss on the detached embeddings and ``G = ∂L/∂Z`` (every statistic over the whole
+   batch; with ``gather_across_devices`` over the global batch, as the loss does uncached);
+3. re-embed each chunk **with** gradient from its recorded generator state — the same dropout masks, hence the
+   same embeddings — and back-propagate ``⟨f_θ(X_chunk), G_chunk⟩``.
+
+Step 3 runs in a backward hook on the loss that :func:`cached_contrastive_loss` returns, so it is driven by
+the caller's own backward: the Trainer's ``accelerator.backward(loss / gradient_accumulation_steps)``,
+through the fp16 gradient scaler, hands the hook ``grad_output = d(backpropagated value)/d(loss)``, which
+multiplies every ``G_chunk``. Gradient accumulation and loss scaling therefore act exactly as on an uncached
+loss, and no training loop is copied.
+
+Exactness: WEINCE's λ and β are stop-gradient (computed under ``no_grad`` from ``S.detach()``), so ``G`` is the
+uncached gradient and the parameter gradients equal the uncached step's (same masks) to float rounding —
+provided the encoder treats rows independently (layer norm, replayed dropout). **Batch norm** normalises
+with the statistics of the chunk, not of the batch, so a batch-norm model trains differently (as with
+sentence-transformers' cached losses); the running statistics are updated once per chunk, by the replay only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
+
+import torch
+from torch import nn
+
+Embed = Callable[[dict[str, Any]], tuple[torch.Tensor, torch.Tensor]]
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+ReplayContext = Callable[[bool], AbstractContextManager]
+
+
+def batch_rows(inputs: Mapping[str, Any]) -> int:
+    """The batch size B: the common leading size of the tensors in ``inputs``.
+
+    Raises:
+        ValueError: no tensor with a batch dimension, or tensors of different leading sizes.
+    """
+    sizes = {k: v.shape[0] for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.ndim > 0}
+    if not sizes or len(set(sizes.values())) != 1:
+        raise ValueError(f"gradient caching splits the batch along dim 0; got leading sizes {sizes}")
+    return next(iter(sizes.values()))
+
+
+def split_batch(inputs: Mapping[str, Any], chunk_size: int) -> list[dict[str, Any]]:
+    """``inputs`` cut into chunks of ``chunk_size`` examples (the last may be smaller).
+
+    Every tensor is sliced along dim 0 (its batch dimension); other values are shared by all chunks.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1; got {chunk_size!r}")
+    b = batch_rows(inputs)
+    return [
+        {
+            k: v[start : start + chunk_size] if isinstance(v, torch.Tensor) and v.ndim > 0 else v
+            for k, v in inputs.items()
+        }
+        for start in range(0, b, chunk_size)
+    ]
+
+
+def cuda_devices(inputs: Mapping[str, Any]) -> list[int]:
+    """Indices of the CUDA devices the tensors of ``inputs`` live on (their generators draw dropout masks)."""
+    return sorted(
+        {
+            v.device.index if v.device.index is not None else torch.cuda.current_device()
+            for v in inputs.values()
+            if isinstance(v, torch.Tensor) and v.is_cuda
+        }
+    )
+
+
+class RngState:
+    """The CPU generator and the given CUDA devices' generators, as they are at construction.
+
+    :meth:`replay` runs a block from this state and afterwards puts the generators back where they were, so
+    a replayed forward draws the same dropout masks without disturbing the random stream of the run.
+    (Random augmentations are drawn by the data pipeline and are already fixed in the batch tensors.)
+    """
+
+    def __init__(self, devices: Sequence[int] = ()) -> None:
+        self.devices = list(devices)
+        self.cpu = torch.get_rng_state()
+        self.cuda = [torch.cuda.get_rng_state(d) for d in self.devices]
+
+    @contextmanager
+    def replay(self) -> Iterator[None]:
+        with torch.random.fork_rng(devices=self.devices):  # restores the current states on exit
+            torch.set_rng_state(self.cpu)
+            for device, state in zip(self.devices, self.cuda, strict=True):
+                torch.cuda.set_rng_state(state, device)
+            yield
+
+
+def batch_norm_layers(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
+    """The batch-norm layers of ``model`` that are in training mode (they normalise with chunk statistics)."""
+    return [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training]
+
+
+@contextmanager
+def unchanged_buffers(layers: Sequence[nn.Module]) -> Iterator[None]:
+    """Restore the buffers of ``layers`` (batch-norm running statistics and counters) after the block."""
+    saved = [[b.detach().clone() for b in layer.buffers()] for layer in layers]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for layer, buffers in zip(layers, saved, strict=True):
+                for b, old in zip(layer.buffers(), buffers, strict=True):
+                    b.copy_(old)
+
+
+def _loss_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Embeddings enter the cached loss in at least float32 (the loss scores in float32 anyway), so that
+    ``G`` does not underflow in fp16 before the gradient scaler multiplies it."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def cached_contrastive_loss(
+    embed: Embed,
+    chunks: Sequence[dict[str, Any]],
+    loss_fn: LossFn,
+    replay_context: ReplayContext | None = None,
+    batch_norm: Sequence[nn.Module] = (),
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The contrastive loss of a batch given as ``chunks``, with a gradient-cached backward.
+
+    Args:
+        embed: ``embed(chunk) -> (anchors, positives)``, each (b, D): the model's two views of a chunk of b
+            examples (one forward; its dropout draws from the global generators).
+        chunks: the batch, cut into chunks of examples (:func:`split_batch`).
+        loss_fn: ``loss_fn(anchors, positives) -> 0-d loss`` of the full batch, (B, D) each, B = Σ b.
+        replay_context: ``replay_context(last) -> context manager`` entered around each chunk's forward and
+            backward in step 3 (``last`` is True for the final chunk): autocast, and DDP's ``no_sync`` for all
+            but the last chunk so that gradients are all-reduced once.
+        batch_norm: batch-norm layers whose running statistics step 1 must leave untouched (the replay of
+            step 3 updates them).
+
+    Returns:
+        ``(loss, anchors, positives)``: ``loss`` is a 0-d tensor equal to ``loss_fn`` of the whole batch
+        that requires grad; calling ``backward`` on any function of it re-embeds each chunk with gradient and
+        accumulates ``∂/∂θ ⟨f_θ(X_chunk), grad_output · G_chunk⟩`` into the parameters' ``.grad``.
+        ``anchors`` and ``positives`` (B, D) are detached.
+    """
+    if not chunks:
+        raise ValueError("gradient caching needs at least one chunk")
+    states: list[RngState] = []
+    anchors, positives = [], []
+    with torch.no_grad(), unchanged_buffers(batch_norm):
+        for chunk in chunks:
+            states.append(RngState(cuda_devices(chunk)))
+            a, p = embed(chunk)  # (b, D) each
+            anchors.append(a)
+            positives.append(p)
+    a_all = torch.cat(anchors)  # (B, D)
+    p_all = torch.cat(positives)
+    dtype = _loss_dtype(a_all.dtype)
+    a_leaf = a_all.detach().to(dtype).requires_grad_()
+    p_leaf = p_all.detach().to(dtype).requires_grad_()
+    with torch.enable_grad():
+        loss = loss_fn(a_leaf, p_leaf)
+        grad_a, grad_p = torch.autograd.grad(loss, [a_leaf, p_leaf])  # G = ∂L/∂Z, (B, D) each
+    sizes = [a.shape[0] for a in anchors]
+    cached = list(zip(grad_a.split(sizes), grad_p.split(sizes), strict=True))
+    context = replay_context or (lambda last: nullcontext())
+
+    def replay(grad_output: torch.Tensor) -> None:
+        with torch.enable_grad():
+            for i, (chunk, state, (ga, gp)) in enumerate(zip(chunks, states, cached, strict=True)):
+                with context(i == len(chunks) - 1), state.replay():
+                    a, p = embed(chunk)
+                    # ⟨f_θ(X_chunk), G_chunk⟩ in float32: the fp16/bf16 → float32 cast is part of the graph, as
+                    # in the uncached loss, so the scaled gradient meets low precision only at that cast.
+                    surrogate = (a.to(ga.dtype) * ga).sum() + (p.to(gp.dtype) * gp).sum()
+                    torch.autograd.backward(surrogate, grad_output.to(surrogate.dtype))
+
+    out = loss.detach().requires_grad_()
+    out.register_hook(replay)
+    return out, a_all.detach(), p_all.detach()
