@@ -64,6 +64,17 @@ class DataArguments:
     hub_data_file: str | None = field(default="wiki1m_for_simcse.txt", metadata={"help": "File in the dataset."})
     max_seq_length: int = field(default=32, metadata={"help": "Truncate sentences to this many tokens."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N sentences."})
+    data_cache_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Folder of the tokenised-text caches (default: <HF datasets cache>/simcse_weince_tokens, "
+            "i.e. $HF_DATASETS_CACHE or ~/.cache/huggingface/datasets). The text is tokenised once per set of "
+            "files, tokenizer and max_seq_length; later runs and the other processes memory-map the cache."
+        },
+    )
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"help": "Processes tokenising the text when a cache is built (default: one)."}
+    )
     drop_unterminated_last_line: list[str] | None = field(
         default=None,
         metadata={
@@ -93,6 +104,7 @@ class DataArguments:
             )
         check_at_least("max_seq_length", self.max_seq_length, MIN_SEQ_LENGTH)
         check_at_least("max_train_samples", self.max_train_samples, 2)
+        check_at_least("preprocessing_num_workers", self.preprocessing_num_workers, 1)
         check_at_least("eval_max_pairs", self.eval_max_pairs, 2)
         check_at_least("eval_batch_size", self.eval_batch_size, 1)
 

@@ -2,13 +2,15 @@
 
 A local text file has one sentence per line. Blank lines are skipped and counted; a file that is not valid
 UTF-8 stops with an error naming the file and line; a file without sentences is an error. A file cut off
-mid-line (no final newline, e.g. a byte-range sample) can drop that last line on request.
+mid-line (no final newline, e.g. a byte-range sample) can drop that last line on request. Files are read as
+a stream (:func:`iter_sentences`); :func:`tokenize_batch` is the batched tokenisation behind the on-disk
+token cache (:mod:`simcse_weince.text.token_cache`), which stores each sentence's duplicate key beside its ids.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,10 +18,10 @@ import numpy as np
 import torch
 
 from simcse_weince.losses.duplicates import sentence_key
-from simcse_weince.textfiles import decode_utf8
 
 logger = logging.getLogger(__name__)
 GZIP_MAGIC = b"\x1f\x8b"
+CHUNK_BYTES = 1 << 22  # read size of the streaming reader: flat memory whatever the file size
 
 
 @dataclass
@@ -32,19 +34,20 @@ class TextStats:
     unterminated_lines_dropped: int = 0
     truncated: int = 0
     tail_sentences_dropped: int = 0  # the last batch would have scored a sentence alone (see single_row_tail)
+    cache_dir: str = ""  # the tokenised-text cache the rows come from (see simcse_weince.text.token_cache)
+    cache_reused: bool = False  # True: the cache was built earlier and only memory-mapped this time
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
-def read_sentences(
-    path: str | Path, drop_unterminated_last_line: bool = False, stats: TextStats | None = None
-) -> list[str]:
-    """Sentences of a UTF-8 text file, one per line, blank lines skipped (counted in ``stats``).
+def check_text_file(path: str | Path) -> Path:
+    """``path`` as a ``Path`` once it is known to be a plain (not gzip-compressed) file.
 
     Raises:
-        FileNotFoundError: the file does not exist.
-        ValueError: invalid UTF-8 (names file:line) or no sentence in the file.
+        IsADirectoryError: a directory.
+        FileNotFoundError: no such file.
+        ValueError: gzip-compressed.
     """
     path = Path(path)
     if path.is_dir():
@@ -53,48 +56,108 @@ def read_sentences(
         )
     if not path.is_file():
         raise FileNotFoundError(f"training text file not found: {path} (expected one sentence per line)")
-    raw = path.read_bytes()
-    stats = stats if stats is not None else TextStats()
-    if raw[:2] == GZIP_MAGIC:
-        raise ValueError(f"{path} is gzip-compressed; decompress it first (gunzip {path}): expected plain UTF-8 text")
-    if drop_unterminated_last_line and raw and not raw.endswith(b"\n"):
-        cut = raw.rfind(b"\n") + 1
-        line = raw[:cut].count(b"\n") + 1
-        logger.warning("%s:%d: dropping the unterminated last line (a cut-off file): %r", path, line, raw[cut:][:60])
-        raw = raw[:cut]
-        stats.unterminated_lines_dropped += 1
-    text = decode_utf8(raw, path, "UTF-8 text, one sentence per line")
-    sentences = []
-    for line in text.splitlines():
-        s = line.strip()
-        if s:
-            sentences.append(s)
-        else:
-            stats.blank_lines_skipped += 1
-    if not sentences:
+    with path.open("rb") as f:
+        if f.read(2) == GZIP_MAGIC:
+            raise ValueError(
+                f"{path} is gzip-compressed; decompress it first (gunzip {path}): expected plain UTF-8 text"
+            )
+    return path
+
+
+def _decode_chunk(chunk: bytes, path: Path, first: bool, offset: int, line: int) -> str:
+    """``chunk`` (whole lines starting at byte ``offset``, line ``line``) decoded; a BOM is dropped at the
+    start of the file. Invalid UTF-8 raises the same ``path:line`` error as :func:`decode_utf8` on the
+    whole file."""
+    try:
+        return chunk.decode("utf-8-sig" if first else "utf-8")
+    except UnicodeDecodeError as err:
+        bad_line = line + chunk[: err.start].count(b"\n")
+        raise ValueError(
+            f"{path}:{bad_line}: invalid UTF-8 at byte {offset + err.start} ({err.reason}); "
+            "expected UTF-8 text, one sentence per line"
+        ) from err
+
+
+def iter_sentences(
+    path: str | Path,
+    drop_unterminated_last_line: bool = False,
+    stats: TextStats | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> Iterator[str]:
+    """Yield the sentences of a UTF-8 text file, one per line, stripped, blank lines skipped.
+
+    The file is read in chunks of about ``chunk_bytes`` cut after a newline, so memory stays flat in the
+    file size; the lines are those of ``str.splitlines`` on the whole decoded file, as before. With
+    ``stats`` the blank lines, a dropped last line, the file and its sentences are counted there and the
+    dropped line is logged; without it the file is only read (a second pass over a checked file).
+
+    Raises:
+        FileNotFoundError, IsADirectoryError: see :func:`check_text_file`.
+        ValueError: gzip, invalid UTF-8 (names ``file:line`` and the byte) or no sentence in the file (at the
+            end of the iteration).
+    """
+    path = check_text_file(path)
+    counted = TextStats()
+    offset, line, rest = 0, 1, b""
+    with path.open("rb") as f:
+        while True:
+            block = f.read(chunk_bytes)
+            buf = rest + block
+            cut = len(buf) if not block else buf.rfind(b"\n") + 1  # at the end: whatever is left
+            if not block and buf and not buf.endswith(b"\n") and drop_unterminated_last_line:
+                if stats is not None:
+                    logger.warning(
+                        "%s:%d: dropping the unterminated last line (a cut-off file): %r", path, line, buf[:60]
+                    )
+                counted.unterminated_lines_dropped += 1
+                break
+            chunk, rest = buf[:cut], buf[cut:]
+            for s in _decode_chunk(chunk, path, offset == 0, offset, line).splitlines():
+                s = s.strip()
+                if s:
+                    counted.sentences += 1
+                    yield s
+                else:
+                    counted.blank_lines_skipped += 1
+            offset, line = offset + len(chunk), line + chunk.count(b"\n")
+            if not block:
+                break
+    if not counted.sentences:
         raise ValueError(f"{path}: no sentences (the file is empty or blank); expected one sentence per line")
-    stats.files.append(str(path))
-    stats.sentences += len(sentences)
-    return sentences
+    if stats is not None:
+        stats.files.append(str(path))
+        stats.sentences += counted.sentences
+        stats.blank_lines_skipped += counted.blank_lines_skipped
+        stats.unterminated_lines_dropped += counted.unterminated_lines_dropped
 
 
-def load_hub_sentences(name: str, data_file: str | None, column: str = "text") -> list[str]:  # pragma: no cover
-    """Sentences from a Hub dataset (e.g. ``princeton-nlp/datasets-for-simcse`` / ``wiki1m_for_simcse.txt``)."""
-    from datasets import load_dataset
+def read_sentences(
+    path: str | Path, drop_unterminated_last_line: bool = False, stats: TextStats | None = None
+) -> list[str]:
+    """Sentences of a UTF-8 text file, one per line, blank lines skipped (counted in ``stats``).
 
-    ds = load_dataset(name, data_files=data_file, split="train") if data_file else load_dataset(name, split="train")
-    if column not in ds.column_names:
-        raise ValueError(f"Hub dataset {name} has no column {column!r}; columns: {ds.column_names}")
-    return [s.strip() for s in ds[column] if s and s.strip()]
+    Holds every sentence in memory: the training pipeline streams the file instead (:func:`iter_sentences`).
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: invalid UTF-8 (names file:line) or no sentence in the file.
+    """
+    return list(iter_sentences(path, drop_unterminated_last_line, stats if stats is not None else TextStats()))
+
+
+def check_sentences(path: str | Path, drop_unterminated_last_line: bool, stats: TextStats) -> None:
+    """Read the file once without keeping it, for its errors and counts (see :func:`iter_sentences`)."""
+    for _ in iter_sentences(path, drop_unterminated_last_line, stats):
+        pass
 
 
 def tokenize_sentences(tokenizer, sentences: Sequence[str], max_length: int, stats: TextStats) -> list[list[int]]:
     """Token ids truncated to ``max_length``; the number of truncated sentences goes into ``stats``.
 
-    Uses the fast tokenizer's overflow mapping to count truncation in the same pass.
+    Uses the fast tokenizer's overflow mapping to count truncation in the same pass. Holds all the ids in
+    memory (the in-memory reference of :func:`tokenize_batch`, kept for small lists and the benchmark).
     """
-    if not getattr(tokenizer, "is_fast", False):
-        raise ValueError("a fast (Rust) tokenizer is required; load it with AutoTokenizer(use_fast=True)")
+    check_fast(tokenizer)
     enc = tokenizer(
         list(sentences), truncation=True, max_length=max_length, return_overflowing_tokens=True, padding=False
     )
@@ -104,6 +167,31 @@ def tokenize_sentences(tokenizer, sentences: Sequence[str], max_length: int, sta
     stats.truncated += int(np.unique(mapping[~first]).size)  # sentences with at least one overflow chunk
     ids = enc["input_ids"]
     return [ids[i] for i in np.flatnonzero(first)]
+
+
+def check_fast(tokenizer) -> None:
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError("a fast (Rust) tokenizer is required; load it with AutoTokenizer(use_fast=True)")
+
+
+def tokenize_batch(texts: Sequence[str | None], tokenizer, max_length: int) -> dict[str, list]:
+    """The training columns of a batch of lines: blank (or missing) ones dropped, the rest stripped.
+
+    Returns ``input_ids`` (ids truncated to ``max_length``), ``sentence_key`` (:func:`sentence_key` of those
+    ids, the duplicate key the loss masks with) and ``truncated`` (whether the sentence had more tokens:
+    the fast tokenizer keeps the cut-off tokens in each encoding's ``overflowing``). Fewer rows than
+    ``texts`` come back when some are blank. The function of the cache's batched ``Dataset.map``.
+    """
+    kept = [t.strip() for t in texts if t and t.strip()]
+    if not kept:
+        return {"input_ids": [], "sentence_key": [], "truncated": []}
+    enc = tokenizer(kept, truncation=True, max_length=max_length, padding=False)
+    ids = enc["input_ids"]
+    return {
+        "input_ids": ids,
+        "sentence_key": [sentence_key(x) for x in ids],
+        "truncated": [bool(e.overflowing) for e in enc.encodings],
+    }
 
 
 def single_row_tail(num_rows: int, batch_size: int, processes: int, gather_across_devices: bool) -> int:
@@ -121,7 +209,11 @@ def single_row_tail(num_rows: int, batch_size: int, processes: int, gather_acros
 
 
 class SimCSECollator:
-    """Pads a list of ``{"input_ids": [...]}`` rows dynamically and adds ``sentence_key`` (B,) int64."""
+    """Pads a list of ``{"input_ids": [...]}`` rows dynamically and adds ``sentence_key`` (B,) int64.
+
+    Rows from the token cache carry their ``sentence_key`` (computed once, when the cache was built); for
+    rows without one it is computed here from the ids, the same key.
+    """
 
     def __init__(self, tokenizer, pad_to_multiple_of: int | None = None) -> None:
         self.tokenizer = tokenizer
@@ -130,5 +222,6 @@ class SimCSECollator:
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         ids = [r["input_ids"] for r in rows]
         batch = self.tokenizer.pad({"input_ids": ids}, pad_to_multiple_of=self.pad_to_multiple_of, return_tensors="pt")
-        batch["sentence_key"] = torch.tensor([sentence_key(x) for x in ids], dtype=torch.int64)
+        keys = [r["sentence_key"] if "sentence_key" in r else sentence_key(r["input_ids"]) for r in rows]
+        batch["sentence_key"] = torch.tensor(keys, dtype=torch.int64)
         return dict(batch)

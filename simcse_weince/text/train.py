@@ -1,7 +1,8 @@
 """Unsupervised SimCSE training pipeline behind ``train_unsup.py`` (``simcse-train``).
 
 Steps: parse the config and build the loss (every setting validated before anything loads), load the
-encoder and tokenizer, read and tokenise the sentences, train with :class:`SimCSETrainer` (STS-B dev every
+tokenizer, tokenise the sentences into the on-disk token cache (or memory-map the cache a previous run or the
+main process built), load the encoder, train with :class:`SimCSETrainer` (STS-B dev every
 ``eval_steps``, best checkpoint kept), export the best model as a SentenceTransformer folder
 ``<output_dir>/model`` with a model card, score STS-B test, write ``results.json``, and optionally push the
 folder to the Hub.
@@ -25,17 +26,11 @@ from simcse_weince.evaluation.sts_data import STSSubset, STSTask, load_sts_task
 from simcse_weince.paths import check_model_source, resolve_data_path, senteval_root
 from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
 from simcse_weince.text.checkpoint import inference_settings
-from simcse_weince.text.data import (
-    SimCSECollator,
-    TextStats,
-    load_hub_sentences,
-    read_sentences,
-    single_row_tail,
-    tokenize_sentences,
-)
+from simcse_weince.text.data import SimCSECollator, TextStats, check_text_file, single_row_tail
 from simcse_weince.text.export import export_sentence_transformer
 from simcse_weince.text.model import SimCSEModel, inference_max_length, load_hf_encoder
 from simcse_weince.text.model_card import render_model_card
+from simcse_weince.text.token_cache import prepare_hub_text, prepare_text_files
 from simcse_weince.text.trainer import SimCSETrainer, STSEvaluator
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
@@ -52,19 +47,27 @@ def is_cut_file(path: str, patterns: list[str] | None) -> bool:
     return any(fnmatch.fnmatch(Path(path).name, p) or fnmatch.fnmatch(path, p) for p in patterns or ())
 
 
-def load_training_sentences(data: DataArguments, stats: TextStats) -> list[str]:
+def training_files(data: DataArguments) -> list[tuple[Path, bool]]:
+    """The configured local files, each checked to exist (not a folder, not gzip), with its drop flag."""
+    files = [resolve_data_path(f) for f in data.train_files or ()]
+    return [(check_text_file(f), is_cut_file(f, data.drop_unterminated_last_line)) for f in files]
+
+
+def load_training_sentences(data: DataArguments, tokenizer, stats: TextStats, build: bool = True) -> datasets.Dataset:
+    """The training sentences, tokenised: a memory-mapped ``Dataset`` of ``input_ids`` and ``sentence_key``.
+
+    Local files (or the Hub dataset) go through the token cache (:mod:`simcse_weince.text.token_cache`):
+    tokenised once by the process allowed to ``build``, memory-mapped by the others and by later runs.
+    """
+    common = dict(
+        cache_root=resolve_data_path(data.data_cache_dir) if data.data_cache_dir else None,
+        build=build,
+        max_rows=data.max_train_samples,
+        num_proc=data.preprocessing_num_workers,
+    )
     if data.train_files:
-        sentences: list[str] = []
-        for f in data.train_files:
-            path = resolve_data_path(f)
-            sentences += read_sentences(path, is_cut_file(path, data.drop_unterminated_last_line), stats)
-    else:
-        sentences = load_hub_sentences(data.hub_dataset, data.hub_data_file)
-        stats.files.append(f"hub:{data.hub_dataset}/{data.hub_data_file}")
-        stats.sentences = len(sentences)
-    if data.max_train_samples is not None:
-        sentences = sentences[: data.max_train_samples]
-    return sentences
+        return prepare_text_files(training_files(data), tokenizer, data.max_seq_length, stats, **common)
+    return prepare_hub_text(data.hub_dataset, data.hub_data_file, tokenizer, data.max_seq_length, stats, **common)
 
 
 def stsb_task(data: DataArguments, split: str) -> STSTask:
@@ -87,32 +90,34 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     model_path = check_model_source(model_args.model_name_or_path)
     tokenizer_path = check_model_source(model_args.tokenizer_name) if model_args.tokenizer_name else model_path
 
-    # Every file is read (and checked) before the model loads. Every process reads and tokenises the text
-    # itself, at the same time (about a minute per 1M lines): nothing is cached between processes, so letting
-    # the main process go first would only serialise the work.
+    # Every file is read (and checked) before the model loads. The main process of each machine tokenises
+    # the text into the on-disk cache (once: later runs reuse it) while the others wait, then memory-map it.
     stats = TextStats()
-    sentences = load_training_sentences(data_args, stats)
     sts_dev = stsb_task(data_args, "dev")
     sts_test = stsb_task(data_args, "test") if data_args.eval_test_at_end else None
-
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-    encoder = load_hf_encoder(model_path, model_args.init_from_config, model_args.overrides())
-    model = SimCSEModel(encoder, pooler=model_args.pooler, mlp_only_train=model_args.mlp_only_train)
-    ids = tokenize_sentences(tokenizer, sentences, data_args.max_seq_length, stats)
+    with training_args.main_process_first(desc="tokenising the training text"):
+        train_dataset = load_training_sentences(
+            data_args, tokenizer, stats, build=training_args.local_process_index == 0
+        )
     logger.info(
-        "training text: %d sentences from %s; %d blank lines skipped; %d truncated to %d tokens",
-        len(ids),
+        "training text: %d sentences from %s; %d blank lines skipped; %d truncated to %d tokens; cache %s (%s)",
+        len(train_dataset),
         ", ".join(stats.files),
         stats.blank_lines_skipped,
         stats.truncated,
         data_args.max_seq_length,
+        stats.cache_dir,
+        "reused" if stats.cache_reused else "built",
     )
+    encoder = load_hf_encoder(model_path, model_args.init_from_config, model_args.overrides())
+    model = SimCSEModel(encoder, pooler=model_args.pooler, mlp_only_train=model_args.mlp_only_train)
     batch, processes = training_args.per_device_train_batch_size, training_args.world_size
-    drop = single_row_tail(len(ids), batch, processes, loss_args.gather_across_devices)
+    drop = single_row_tail(len(train_dataset), batch, processes, loss_args.gather_across_devices)
     if drop and not training_args.dataloader_drop_last:
         logger.warning("dropping the last %d sentence(s): the epoch's last batch would score one sentence alone", drop)
-        ids, stats.tail_sentences_dropped = ids[:-drop], drop
-    train_dataset = datasets.Dataset.from_dict({"input_ids": ids})
+        train_dataset = train_dataset.select(range(len(train_dataset) - drop))
+        stats.tail_sentences_dropped = drop
 
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": training_args}
     if training_args.should_save:
@@ -171,7 +176,7 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
         card = render_model_card(
             base_model=model_args.model_name_or_path,
             from_config=model_args.init_from_config,
-            data_desc=f"{len(ids):,} sentences from {', '.join(Path(f).name for f in stats.files)} "
+            data_desc=f"{len(train_dataset):,} sentences from {', '.join(Path(f).name for f in stats.files)} "
             f"({stats.truncated} truncated)",
             **card_facts(trainer, loss_args.loss, loss),
             max_len=data_args.max_seq_length,

@@ -8,7 +8,14 @@ import pytest
 from transformers import AutoTokenizer
 
 from simcse_weince.losses.duplicates import sentence_key
-from simcse_weince.text.data import SimCSECollator, TextStats, read_sentences, tokenize_sentences
+from simcse_weince.text.data import (
+    SimCSECollator,
+    TextStats,
+    iter_sentences,
+    read_sentences,
+    tokenize_batch,
+    tokenize_sentences,
+)
 
 
 def test_blank_lines_skipped_and_counted(tmp_path: Path) -> None:
@@ -55,6 +62,52 @@ def test_real_wiki_sample(wiki_sample: Path) -> None:
     assert len(sentences) == 11_914 and stats.unterminated_lines_dropped == 1
 
 
+@pytest.mark.parametrize("chunk_bytes", [1, 7, 64, 1 << 22])
+def test_streaming_reader_equals_whole_file_splitlines(tmp_path: Path, chunk_bytes: int) -> None:
+    # CRLF, a lone CR, Unicode line breaks, a BOM, blank lines and a multi-byte character on every chunk
+    # boundary: the chunked reader gives exactly the lines of splitlines() on the decoded file.
+    text = "\ufeffé first\r\nsecond\u2028third\n\n  \r\nfourth\rfifth \u00e9\u4e2d\nlast, unterminated"
+    f = tmp_path / "mixed.txt"
+    f.write_bytes(text.encode("utf-8"))
+    expected = [s.strip() for s in text.encode("utf-8").decode("utf-8-sig").splitlines() if s.strip()]
+    stats = TextStats()
+    assert list(iter_sentences(f, stats=stats, chunk_bytes=chunk_bytes)) == expected
+    assert stats.sentences == len(expected) == 6 and stats.blank_lines_skipped == 2
+    stats = TextStats()
+    assert list(iter_sentences(f, True, stats, chunk_bytes=chunk_bytes)) == expected[:-1]
+    assert stats.unterminated_lines_dropped == 1
+
+
+@pytest.mark.parametrize("chunk_bytes", [5, 1 << 22])
+def test_invalid_utf8_in_a_later_chunk_names_line_and_byte(tmp_path: Path, chunk_bytes: int) -> None:
+    f = tmp_path / "late.txt"
+    f.write_bytes(b"line one\nline two\nline three\nbad \xff\n")
+    with pytest.raises(ValueError, match=r"late\.txt:4: invalid UTF-8 at byte 33 "):
+        list(iter_sentences(f, chunk_bytes=chunk_bytes))
+
+
+def test_gzip_and_directory_errors(tmp_path: Path) -> None:
+    import gzip
+
+    z = tmp_path / "a.txt.gz"
+    z.write_bytes(gzip.compress(b"one\ntwo\n"))
+    with pytest.raises(ValueError, match=r"gzip-compressed; decompress it first"):
+        read_sentences(z)
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        read_sentences(tmp_path)
+
+
+def test_tokenize_batch_matches_the_in_memory_path(tiny_bert_dir: Path, wiki_sample: Path) -> None:
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    sentences = read_sentences(wiki_sample, drop_unterminated_last_line=True)[:500]
+    stats = TextStats()
+    ids = tokenize_sentences(tok, sentences, 16, stats)
+    cols = tokenize_batch(["", "  ", None, *sentences], tok, 16)  # blank and missing rows are dropped
+    assert cols["input_ids"] == ids
+    assert sum(cols["truncated"]) == stats.truncated > 50  # the sample has long sentences
+    assert cols["sentence_key"] == [sentence_key(x) for x in ids]
+
+
 def test_truncation_counted(tiny_bert_dir: Path) -> None:
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     stats = TextStats()
@@ -74,6 +127,12 @@ def test_collator_pads_and_keys_duplicates(tiny_bert_dir: Path) -> None:
     keys = batch["sentence_key"].tolist()
     assert keys[0] == keys[2] != keys[1]
     assert sentence_key([1, 2, 3]) == sentence_key([1, 2, 3]) >= 0
+
+
+def test_collator_uses_the_stored_key(tiny_bert_dir: Path) -> None:
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    rows = [{"input_ids": [101, 7, 102], "sentence_key": 5}, {"input_ids": [101, 8, 9, 102]}]
+    assert SimCSECollator(tok)(rows)["sentence_key"].tolist() == [5, sentence_key([101, 8, 9, 102])]
 
 
 def test_single_row_tail() -> None:

@@ -1,0 +1,297 @@
+"""Tokenise the training text once into an on-disk Arrow cache and memory-map it afterwards.
+
+The text files are streamed into a ``datasets.Dataset`` (``Dataset.from_generator``) and tokenised by a
+batched ``Dataset.map`` (:func:`~simcse_weince.text.data.tokenize_batch`) into a cache folder holding three
+columns: ``input_ids`` (int32 lists), ``sentence_key`` (the duplicate key of the loss) and ``truncated``,
+plus ``stats.json`` (what reading the text counted) and ``key.json`` (what the cache is for).
+
+The folder's name is a hash of everything the rows depend on: each file's absolute path, size and
+modification time (and whether its unterminated last line is dropped), the tokenizer's vocabulary and
+pipeline, ``max_length`` and the cache's format version. Anything else changes the name and a new cache is
+built; the old one stays until deleted. A cache is built in a temporary folder and renamed into place, so a
+half-written cache is never read and two builders racing on a shared disk leave one complete copy.
+
+Memory: the text and the tokens are written batch by batch and read back memory-mapped, so the preparing
+process holds a few batches at a time, and a process that only maps the cache adds little to its RSS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import datasets
+import numpy as np
+
+from simcse_weince.text.data import (
+    TextStats,
+    check_fast,
+    check_sentences,
+    check_text_file,
+    iter_sentences,
+    tokenize_batch,
+)
+
+logger = logging.getLogger(__name__)
+
+CACHE_FORMAT = 1  # bump when the columns or their meaning change: old caches are then ignored
+TOKEN_FILE = "tokens.arrow"
+TOKEN_FEATURES = datasets.Features(
+    {
+        "input_ids": datasets.List(datasets.Value("int32")),
+        "sentence_key": datasets.Value("int64"),
+        "truncated": datasets.Value("bool"),
+    }
+)
+READ_STATS = ("files", "sentences", "blank_lines_skipped", "unterminated_lines_dropped")
+MAP_BATCH = 1_000  # sentences per tokenizer call
+WRITER_BATCH = 10_000  # rows per Arrow record batch written
+
+
+class CacheNotBuiltError(RuntimeError):
+    """A process that may not build the cache found none (the main process failed before it wrote one)."""
+
+
+def default_cache_root() -> Path:
+    """``<HF datasets cache>/simcse_weince_tokens`` (``$HF_DATASETS_CACHE``, else ``$HF_HOME/datasets``)."""
+    return Path(datasets.config.HF_DATASETS_CACHE) / "simcse_weince_tokens"
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """SHA-256 of the fast tokenizer's definition (vocabulary, normaliser, special-token template), without
+    the truncation and padding state that a call leaves behind."""
+    check_fast(tokenizer)
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    spec.pop("truncation", None)
+    spec.pop("padding", None)
+    spec["class"] = type(tokenizer).__name__
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def file_identity(path: Path, drop_unterminated_last_line: bool) -> dict:
+    """What a file contributes to the cache key: absolute path, size, modification time, the drop flag."""
+    st = path.stat()
+    return {
+        "path": str(path.resolve()),
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "drop_unterminated_last_line": drop_unterminated_last_line,
+    }
+
+
+def cache_key(sources: Sequence[dict], tokenizer, max_length: int) -> dict:
+    """The description of a cache: its sources, the tokenizer's fingerprint, ``max_length``, the format."""
+    return {
+        "format": CACHE_FORMAT,
+        "sources": list(sources),
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "tokenizer_name": getattr(tokenizer, "name_or_path", ""),
+        "max_length": max_length,
+    }
+
+
+def cache_folder(root: Path, key: dict) -> Path:
+    """``root/<24 hex digits of the key's hash>``; the tokenizer's name is left out (its content counts)."""
+    hashed = {k: v for k, v in key.items() if k != "tokenizer_name"}
+    digest = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:24]
+    return root / digest
+
+
+def is_complete(folder: Path) -> bool:
+    return (folder / "stats.json").is_file() and any(folder.glob("tokens*.arrow"))
+
+
+def load_cache(folder: Path) -> tuple[datasets.Dataset, dict]:
+    """The memory-mapped token rows of a cache folder (shards in order) and its ``stats.json``."""
+    shards = sorted(folder.glob("tokens*.arrow"))  # tokens.arrow, or tokens_0000i_of_0000n.arrow
+    parts = [datasets.Dataset.from_file(str(p), in_memory=False) for p in shards]
+    ds = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    return ds, json.loads((folder / "stats.json").read_text(encoding="utf-8"))
+
+
+def _file_sentences(files: tuple[tuple[str, bool], ...]) -> Iterator[dict]:
+    """The generator behind ``Dataset.from_generator``: the files' sentences, already checked and counted."""
+    for path, drop in files:
+        for s in iter_sentences(path, drop):
+            yield {"text": s}
+
+
+def _map_tokenize(batch: dict, tokenizer, max_length: int) -> dict:
+    (texts,) = batch.values()  # the one text column
+    return tokenize_batch(texts, tokenizer, max_length)
+
+
+def build_cache(
+    folder: Path,
+    text: datasets.Dataset,
+    tokenizer,
+    max_length: int,
+    read_stats: dict,
+    key: dict,
+    num_proc: int | None = None,
+) -> None:
+    """Tokenise the ``text`` column of ``text`` into ``folder`` (see the module docstring).
+
+    The map writes to a temporary sibling of ``folder`` that is renamed into place when complete; if
+    another builder got there first, its copy is kept and this one discarded. ``stats.json`` holds
+    ``read_stats`` (what reading counted) over defaults from the map itself: the sentences are the rows it
+    wrote and the blank lines the rows it dropped.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        tokens = text.map(
+            _map_tokenize,
+            batched=True,
+            batch_size=MAP_BATCH,
+            writer_batch_size=WRITER_BATCH,
+            remove_columns=text.column_names,
+            features=TOKEN_FEATURES,
+            fn_kwargs={"tokenizer": tokenizer, "max_length": max_length},
+            cache_file_name=str(tmp / TOKEN_FILE),
+            load_from_cache_file=False,
+            keep_in_memory=False,
+            new_fingerprint=folder.name,
+            num_proc=num_proc,
+            desc="tokenising the training text",
+        )
+        rows = len(tokens)
+        defaults = {"sentences": rows, "blank_lines_skipped": len(text) - rows, "unterminated_lines_dropped": 0}
+        stats = defaults | read_stats | {"rows": rows, "truncated": count_truncated(tokens)}
+        (tmp / "stats.json").write_text(json.dumps(stats, indent=1), encoding="utf-8")
+        (tmp / "key.json").write_text(json.dumps(key, indent=1), encoding="utf-8")
+        del tokens
+        tmp.chmod(0o755)  # mkdtemp's folder is private; the cache is for every process and user
+        try:
+            os.rename(tmp, folder)  # atomic: readers see no cache or a complete one
+        except OSError:
+            if not is_complete(folder):
+                raise
+            logger.info("another process built %s first; keeping its copy", folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def count_truncated(ds: datasets.Dataset) -> int:
+    """How many rows have ``truncated`` set, read in column batches from the memory map."""
+    total = 0
+    for batch in ds.select_columns(["truncated"]).with_format("numpy").iter(batch_size=WRITER_BATCH * 10):
+        total += int(np.count_nonzero(batch["truncated"]))
+    return total
+
+
+def finish(ds: datasets.Dataset, stats: TextStats, max_rows: int | None) -> datasets.Dataset:
+    """The first ``max_rows`` rows (all by default) as training rows: ``input_ids`` and ``sentence_key``.
+
+    ``stats.truncated`` counts the truncated sentences among the rows kept.
+    """
+    if max_rows is not None and max_rows < len(ds):
+        ds = ds.select(range(max_rows))  # a contiguous slice of the memory map: nothing is copied
+    stats.truncated = count_truncated(ds)
+    return ds.remove_columns(["truncated"])
+
+
+def _open(folder: Path, stats: TextStats, max_rows: int | None, reused: bool) -> datasets.Dataset:
+    """The cache's rows (see :func:`finish`), with its saved reading counts copied into ``stats``."""
+    ds, saved = load_cache(folder)
+    for name in READ_STATS:
+        setattr(stats, name, saved[name])
+    stats.cache_dir, stats.cache_reused = str(folder), reused
+    if reused:
+        logger.info("reusing the tokenised training text in %s (%d sentences)", folder, len(ds))
+    return finish(ds, stats, max_rows)
+
+
+def prepare_text_files(
+    files: Sequence[tuple[str | Path, bool]],
+    tokenizer,
+    max_length: int,
+    stats: TextStats,
+    cache_root: str | Path | None = None,
+    build: bool = True,
+    max_rows: int | None = None,
+    num_proc: int | None = None,
+) -> datasets.Dataset:
+    """The tokenised sentences of local text files, from their cache (built first when missing).
+
+    Args:
+        files: ``(path, drop_unterminated_last_line)`` per file, in order.
+        tokenizer: a fast tokenizer.
+        max_length: ids per sentence at most, ``[CLS]`` and ``[SEP]`` included.
+        stats: filled with the counts of reading and tokenising (reloaded from the cache on a hit).
+        cache_root: the folder of caches (default :func:`default_cache_root`).
+        build: whether this process may build a missing cache (the main process); the others read it.
+        max_rows: keep the first ``max_rows`` sentences (all by default).
+        num_proc: processes of the tokenising map (default: this one).
+
+    Returns:
+        A memory-mapped ``Dataset`` with ``input_ids`` and ``sentence_key``.
+
+    Raises:
+        FileNotFoundError, IsADirectoryError, ValueError: as :func:`~simcse_weince.text.data.iter_sentences`.
+        CacheNotBuiltError: ``build`` is False and there is no cache after the files were found valid.
+    """
+    checked = [(check_text_file(p), bool(drop)) for p, drop in files]
+    key = cache_key([file_identity(p, drop) for p, drop in checked], tokenizer, max_length)
+    root = Path(cache_root) if cache_root else default_cache_root()
+    folder = cache_folder(root, key)
+    if is_complete(folder):
+        return _open(folder, stats, max_rows, reused=True)
+    read = TextStats()  # every process checks the files: a bad file gives every process the same error
+    for p, drop in checked:
+        check_sentences(p, drop, read)
+    if not build:
+        raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
+    root.mkdir(parents=True, exist_ok=True)
+    logger.info("tokenising %d sentences (max_length %d) into %s", read.sentences, max_length, folder)
+    with tempfile.TemporaryDirectory(prefix=".text.", dir=root) as text_dir:
+        text = datasets.Dataset.from_generator(
+            _file_sentences,
+            features=datasets.Features({"text": datasets.Value("string")}),
+            cache_dir=text_dir,
+            gen_kwargs={"files": tuple((str(p), drop) for p, drop in checked)},
+            fingerprint=folder.name,
+        )
+        build_cache(folder, text, tokenizer, max_length, {n: getattr(read, n) for n in READ_STATS}, key, num_proc)
+        del text
+    return _open(folder, stats, max_rows, reused=False)
+
+
+def prepare_hub_text(  # pragma: no cover - needs the Hub
+    name: str,
+    data_file: str | None,
+    tokenizer,
+    max_length: int,
+    stats: TextStats,
+    column: str = "text",
+    cache_root: str | Path | None = None,
+    build: bool = True,
+    max_rows: int | None = None,
+    num_proc: int | None = None,
+) -> datasets.Dataset:
+    """The tokenised sentences of a Hub dataset (e.g. ``princeton-nlp/datasets-for-simcse`` /
+    ``wiki1m_for_simcse.txt``) through the same map and cache as local files; blank rows are counted as the
+    rows the map dropped."""
+    from datasets import load_dataset
+
+    ds = load_dataset(name, data_files=data_file, split="train") if data_file else load_dataset(name, split="train")
+    if column not in ds.column_names:
+        raise ValueError(f"Hub dataset {name} has no column {column!r}; columns: {ds.column_names}")
+    source = {"hub": name, "data_file": data_file, "column": column, "fingerprint": ds._fingerprint}
+    key = cache_key([source], tokenizer, max_length)
+    root = Path(cache_root) if cache_root else default_cache_root()
+    folder = cache_folder(root, key)
+    reused = is_complete(folder)
+    if not reused:
+        if not build:
+            raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
+        root.mkdir(parents=True, exist_ok=True)
+        text = ds.select_columns([column])
+        read = {"files": [f"hub:{name}/{data_file}"]}
+        build_cache(folder, text, tokenizer, max_length, read, key, num_proc)
+    return _open(folder, stats, max_rows, reused)

@@ -1,0 +1,140 @@
+"""The on-disk token cache: built once, reused, keyed by files + tokenizer + length, same rows and counts as
+the in-memory path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from simcse_weince.losses.duplicates import sentence_key
+from simcse_weince.text import token_cache
+from simcse_weince.text.data import TextStats, read_sentences, tokenize_sentences
+from simcse_weince.text.token_cache import CacheNotBuiltError, prepare_text_files
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_bert_dir: Path):
+    return AutoTokenizer.from_pretrained(tiny_bert_dir)
+
+
+@pytest.fixture
+def small_file(wiki_sample: Path, tmp_path: Path) -> Path:
+    """300 real sentences with two blank lines and a sentence long enough to be truncated at 16 tokens."""
+    lines = wiki_sample.read_text(encoding="utf-8").splitlines()[:300]
+    f = tmp_path / "small.txt"
+    f.write_text("\n".join([*lines[:10], "", "   ", *lines[10:]]) + "\n", encoding="utf-8")
+    return f
+
+
+@pytest.fixture
+def tokenize_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the sentences that reach the tokenising map."""
+    calls: list[int] = []
+    original = token_cache.tokenize_batch
+
+    def counting(texts, tokenizer, max_length):
+        calls.append(len(texts))
+        return original(texts, tokenizer, max_length)
+
+    monkeypatch.setattr(token_cache, "tokenize_batch", counting)
+    return calls
+
+
+def prepare(files, tok, tmp_path: Path, max_length: int = 16, **kwargs):
+    stats = TextStats()
+    ds = prepare_text_files(files, tok, max_length, stats, cache_root=tmp_path / "cache", **kwargs)
+    return ds, stats
+
+
+def test_built_once_then_reused(
+    small_file: Path, tok, tmp_path: Path, tokenize_calls: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    first, s1 = prepare([(small_file, False)], tok, tmp_path)
+    assert sum(tokenize_calls) == 300 and not s1.cache_reused
+    tokenize_calls.clear()
+    with caplog.at_level("INFO", logger="simcse_weince.text.token_cache"):
+        second, s2 = prepare([(small_file, False)], tok, tmp_path)
+    assert tokenize_calls == [] and s2.cache_reused  # memory-mapped, not tokenised again
+    assert "reusing the tokenised training text" in caplog.text
+    assert second["input_ids"] == first["input_ids"] and second.column_names == ["input_ids", "sentence_key"]
+    assert all(f["filename"].startswith(str(tmp_path / "cache")) for f in second.cache_files)  # on disk
+    # the counts of a hit are those of the build
+    assert {**s2.to_dict(), "cache_reused": False} == s1.to_dict()
+    assert (s1.sentences, s1.blank_lines_skipped) == (300, 2) and s1.truncated > 0
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [Path(s1.cache_dir).name]  # no temporary left
+
+
+def test_rows_equal_the_in_memory_path_on_real_text(wiki_sample: Path, tok, tmp_path: Path) -> None:
+    ds, stats = prepare([(wiki_sample, True)], tok, tmp_path, max_length=32)
+    old = TextStats()
+    ids = tokenize_sentences(tok, read_sentences(wiki_sample, True, old), 32, old)
+    assert len(ds) == len(ids) == 11_914
+    assert ds["input_ids"][:] == ids
+    assert ds["sentence_key"][:] == [sentence_key(x) for x in ids]
+    assert (stats.truncated, stats.unterminated_lines_dropped, stats.sentences) == (old.truncated, 1, 11_914)
+    assert stats.truncated > 1000
+
+
+def test_key_follows_max_length_tokenizer_and_file(small_file: Path, tok, tmp_path: Path) -> None:
+    _, base = prepare([(small_file, False)], tok, tmp_path)
+    _, longer = prepare([(small_file, False)], tok, tmp_path, max_length=24)
+    assert longer.cache_dir != base.cache_dir and not longer.cache_reused
+
+    copy_dir = tmp_path / "same-tokenizer-elsewhere"
+    tok.save_pretrained(copy_dir)  # the same tokenizer under another name: same cache
+    _, same = prepare([(small_file, False)], AutoTokenizer.from_pretrained(copy_dir), tmp_path)
+    assert same.cache_dir == base.cache_dir and same.cache_reused
+    other = AutoTokenizer.from_pretrained(copy_dir)
+    other.add_tokens(["zqxjk"])  # a different vocabulary
+    _, changed = prepare([(small_file, False)], other, tmp_path)
+    assert changed.cache_dir != base.cache_dir
+
+    _, dropped = prepare([(small_file, True)], tok, tmp_path)  # the drop setting is part of the key
+    assert dropped.cache_dir != base.cache_dir
+
+    with small_file.open("a", encoding="utf-8") as f:
+        f.write("one more sentence\n")
+    ds, edited = prepare([(small_file, False)], tok, tmp_path)
+    assert edited.cache_dir != base.cache_dir and not edited.cache_reused and len(ds) == 301
+    os.utime(small_file, ns=(0, 0))  # touched: rebuilt, not trusted
+    _, touched = prepare([(small_file, False)], tok, tmp_path)
+    assert touched.cache_dir != edited.cache_dir
+
+
+def test_several_files_in_order_with_max_rows(small_file: Path, wiki_sample: Path, tok, tmp_path: Path) -> None:
+    files = [(small_file, False), (wiki_sample, True)]
+    ds, stats = prepare(files, tok, tmp_path, max_rows=305)
+    first = read_sentences(small_file) + read_sentences(wiki_sample, True)[:5]
+    assert ds["input_ids"][:] == tokenize_sentences(tok, first, 16, TextStats())
+    assert stats.files == [str(small_file), str(wiki_sample)] and stats.sentences == 300 + 11_914
+    full, full_stats = prepare(files, tok, tmp_path)  # the same cache, all rows
+    assert full_stats.cache_reused and len(full) == 12_214 and full_stats.truncated > stats.truncated
+
+
+def test_invalid_utf8_names_file_and_line_and_builds_nothing(tmp_path: Path, tok) -> None:
+    f = tmp_path / "bad.txt"
+    f.write_bytes(b"ok line\nanother\nbroken \xff\xfe here\n")
+    with pytest.raises(ValueError, match=r"bad\.txt:3: invalid UTF-8"):
+        prepare([(f, False)], tok, tmp_path)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+def test_a_reader_process_does_not_build(small_file: Path, tok, tmp_path: Path, tokenize_calls: list[int]) -> None:
+    with pytest.raises(CacheNotBuiltError, match="the main process did not build it"):
+        prepare([(small_file, False)], tok, tmp_path, build=False)
+    assert tokenize_calls == []
+    built, _ = prepare([(small_file, False)], tok, tmp_path)
+    read, stats = prepare([(small_file, False)], tok, tmp_path, build=False)
+    assert stats.cache_reused and read["sentence_key"] == built["sentence_key"]
+
+
+def test_two_tokenising_processes_give_the_same_rows(small_file: Path, tok, tmp_path: Path) -> None:
+    one, _ = prepare([(small_file, False)], tok, tmp_path)
+    two, _ = prepare([(small_file, False)], tok, tmp_path / "other", num_proc=2)
+    assert len(two.cache_files) == 2  # one shard per process, read back in order
+    assert two["input_ids"][:] == one["input_ids"][:] and two["sentence_key"][:] == one["sentence_key"][:]
+    again, again_stats = prepare([(small_file, False)], tok, tmp_path / "other")
+    assert again_stats.cache_reused and again["input_ids"][:] == one["input_ids"][:]
