@@ -19,11 +19,15 @@ from simcse_weince.training.grad_cache import (
 )
 
 
-def assert_grads_close(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> None:
-    """Equal to float32 rounding: relative 1e-5 of each tensor's largest entry."""
+def assert_grads_close(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], rel: float = 1e-5) -> None:
+    """Equal to float32 rounding: within ``rel`` of each tensor's largest entry. A gradient that is zero in
+    exact arithmetic (attention key biases: softmax ignores a per-query constant) holds only rounding noise;
+    its scale is floored at 1e-6 of the largest gradient of the model."""
     assert got.keys() == want.keys() and want
+    floor = 1e-6 * max(float(w.abs().max()) for w in want.values())
     for name, w in want.items():
-        torch.testing.assert_close(got[name], w, rtol=1e-5, atol=1e-5 * float(w.abs().max()), msg=name)
+        scale = max(float(w.abs().max()), floor)
+        torch.testing.assert_close(got[name], w, rtol=rel, atol=rel * scale, msg=name)
 
 
 def grads(model: nn.Module) -> dict[str, torch.Tensor]:

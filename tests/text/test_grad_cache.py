@@ -1,0 +1,210 @@
+"""Gradient-cached SimCSE steps on a tiny BERT and real sentences: parameter gradients equal the uncached
+step's (dropout on: same masks through the full graph; dropout off: the plain one-forward step), a wrong
+replay differs, and Trainer runs (gradient accumulation, bf16 autocast, the command line, two processes)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoTokenizer, TrainerCallback
+
+from simcse_weince.losses import WeinceLoss
+from simcse_weince.losses.duplicates import duplicate_mask, sentence_keys
+from simcse_weince.text.model import SimCSEModel, load_hf_encoder
+from simcse_weince.text.trainer import SimCSETrainer
+from simcse_weince.training.arguments import ContrastiveTrainingArguments
+from simcse_weince.training.grad_cache import RngState, split_batch
+from tests.launch import accelerate_launch
+from tests.training.test_grad_cache import assert_grads_close, grads
+
+B = 12
+# Mean pooling: a random-init BERT's [CLS] vectors are nearly identical (1 - s ≈ 1e-5), where -log(1 - s) turns
+# float rounding into visible differences; the means are well spread. margin 0 (one of the authors' settings)
+# makes λ clearly non-zero on this batch.
+POOLER = "avg"
+NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+
+
+def sentences(wiki: Path, n: int) -> list[str]:
+    lines = [s.strip() for s in wiki.read_text(encoding="utf-8").splitlines()[: 2 * n] if s.strip()][:n]
+    lines[5] = lines[2]  # a duplicate: masked as a negative through the sentence keys
+    return lines
+
+
+def collate(tok):
+    def fn(texts: list[str]) -> dict[str, torch.Tensor]:
+        batch = dict(tok(texts, padding=True, truncation=True, max_length=16, return_tensors="pt"))
+        batch["sentence_key"] = sentence_keys(batch["input_ids"], batch["attention_mask"])
+        return batch
+
+    return fn
+
+
+def make_loss(gather_across_devices: bool = False) -> WeinceLoss:
+    return WeinceLoss(0.05, min_tail_points=10, margin=0.0, gather_across_devices=gather_across_devices)
+
+
+def tiny_model(folder: Path, **overrides) -> SimCSEModel:
+    torch.manual_seed(0)
+    encoder = load_hf_encoder(str(folder), from_config=True, config_overrides=overrides)
+    return SimCSEModel(encoder, pooler=POOLER).train()
+
+
+def trainer(model: SimCSEModel, out: Path, chunk: int | None, **kwargs) -> SimCSETrainer:
+    args = ContrastiveTrainingArguments(
+        output_dir=str(out), per_device_train_batch_size=B, gradient_cache_chunk_size=chunk, report_to="none",
+        use_cpu=True, **kwargs,
+    )  # fmt: skip
+    return SimCSETrainer(model=model, args=args, loss=make_loss())
+
+
+@pytest.fixture(scope="module")
+def batch(tiny_bert_dir: Path, wiki_sample: Path) -> dict[str, torch.Tensor]:
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    return collate(tok)(sentences(wiki_sample, B))
+
+
+def cached_step(model: SimCSEModel, out: Path, chunk: int, batch: dict, seed: int) -> tuple[torch.Tensor, dict]:
+    t = trainer(model, out, chunk)
+    torch.manual_seed(seed)
+    loss = t.compute_loss(model, batch)
+    (loss / 2).backward()  # as the Trainer does with gradient_accumulation_steps = 2
+    assert float(t.contrastive_loss.last_diagnostics["lambda_mean"]) > 0.01  # WEINCE's λ is active
+    return loss.detach(), grads(model)
+
+
+@pytest.mark.parametrize("chunk", [4, 5])
+def test_dropout_on_cached_gradients_equal_the_uncached_step_with_the_same_masks(
+    chunk: int, tiny_bert_dir: Path, batch: dict, tmp_path: Path
+) -> None:
+    """Dropout on: the reference is the uncached step that draws the same masks — the same chunk forwards from
+    the same seed, kept in one graph, one backward of the full-batch loss."""
+    model = tiny_model(tiny_bert_dir)
+    loss, got = cached_step(model, tmp_path, chunk, batch, seed=1)
+
+    torch.manual_seed(1)
+    inputs = {k: v for k, v in batch.items() if k != "sentence_key"}
+    views = [model(**c) for c in split_batch(inputs, chunk)]
+    anchors, positives = torch.cat([v["anchors"] for v in views]), torch.cat([v["positives"] for v in views])
+    want_loss = make_loss()(anchors, positives, duplicate_mask(batch["sentence_key"]))
+    (want_loss / 2).backward()
+    torch.testing.assert_close(loss, want_loss.detach())
+    assert_grads_close(got, grads(model))
+
+
+def test_dropout_on_without_the_replay_the_gradients_differ(
+    tiny_bert_dir: Path, batch: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Negative control: the same step with the RNG replay switched off (new dropout masks in the re-run)."""
+    model = tiny_model(tiny_bert_dir)
+    _, want = cached_step(model, tmp_path, 5, batch, seed=1)
+    monkeypatch.setattr(RngState, "replay", lambda self: nullcontext())
+    _, got = cached_step(model, tmp_path, 5, batch, seed=1)
+    with pytest.raises(AssertionError):
+        assert_grads_close(got, want)
+
+
+@pytest.mark.parametrize("chunk", [4, 5])
+def test_dropout_off_cached_gradients_equal_the_one_forward_step(
+    chunk: int, tiny_bert_dir: Path, batch: dict, tmp_path: Path
+) -> None:
+    """Without dropout the masks play no part: the reference is the plain uncached step (one forward of 2B)."""
+    model = tiny_model(tiny_bert_dir, **NO_DROPOUT)
+    loss, got = cached_step(model, tmp_path, chunk, batch, seed=1)
+    plain = trainer(model, tmp_path, None)
+    want_loss = plain.compute_loss(model, batch)
+    (want_loss / 2).backward()
+    torch.testing.assert_close(loss, want_loss.detach())
+    assert_grads_close(got, grads(model))
+
+
+class FirstStepGrads(TrainerCallback):
+    """The parameter gradients of the first optimizer step (after accumulation, before the update)."""
+
+    def __init__(self) -> None:
+        self.grads: dict[str, torch.Tensor] = {}
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        if not self.grads:
+            self.grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def train_two_steps(folder: Path, texts: list[str], out: Path, chunk: int | None, bf16: bool):
+    model = tiny_model(folder, **NO_DROPOUT)
+    tok = AutoTokenizer.from_pretrained(folder)
+    t = trainer(
+        model, out, chunk, gradient_accumulation_steps=2, max_steps=2, logging_steps=1,
+        precision="bf16" if bf16 else "fp32", learning_rate=1e-3, seed=3, disable_tqdm=True, dataloader_num_workers=0,
+    )  # fmt: skip
+    t.train_dataset, t.data_collator = texts, collate(tok)
+    callback = FirstStepGrads()
+    t.add_callback(callback)
+    t.train()
+    return callback.grads, t.state.log_history
+
+
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+def test_trainer_run_with_accumulation_matches_the_uncached_run(
+    bf16: bool, tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path
+) -> None:
+    """Through ``Trainer.train``: 2 steps of 2 accumulated micro-batches of 12; the first step's gradients
+    equal the uncached run's (bf16: to bf16 rounding), the logs carry a finite loss and WEINCE diagnostics."""
+    texts = sentences(wiki_sample, 4 * B)
+    want, _ = train_two_steps(tiny_bert_dir, texts, tmp_path / "plain", None, bf16)
+    got, logs = train_two_steps(tiny_bert_dir, texts, tmp_path / "cached", 5, bf16)
+    if bf16:
+        for name, w in want.items():
+            scale = float(w.abs().max())
+            torch.testing.assert_close(got[name], w, rtol=0.05, atol=0.05 * scale, msg=name)
+    else:
+        assert_grads_close(got, want)
+    steps = [log for log in logs if "loss" in log]
+    assert len(steps) == 2 and all(torch.isfinite(torch.tensor(log["loss"])) for log in steps)
+    assert all(0 <= log["lambda_mean"] <= 1 for log in steps)
+
+
+@pytest.mark.slow
+def test_command_line_run_with_gradient_caching(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    from simcse_weince.text.train import run
+
+    out = tmp_path / "run"
+    results = run(
+        [
+            "--model_name_or_path", str(tiny_bert_dir), "--init_from_config", "true", "--train_files",
+            str(wiki_sample), "--drop_unterminated_last_line", "wiki1m_for_simcse.head*", "--max_train_samples",
+            "64", "--max_seq_length", "16", "--eval_max_pairs", "40", "--per_device_train_batch_size", "16",
+            "--gradient_cache_chunk_size", "5", "--max_steps", "2", "--eval_steps", "2", "--save_steps", "2",
+            "--logging_steps", "1", "--min_tail_points", "10", "--output_dir", str(out), "--disable_tqdm", "true",
+            "--report_to", "none",
+        ]
+    )  # fmt: skip
+    saved = (out / "run_config.yaml").read_text(encoding="utf-8")
+    assert "gradient_cache_chunk_size: 5" in saved
+    assert results is not None and json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.slow
+def test_two_processes_cached_match_one_process_uncached(
+    tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path
+) -> None:
+    """DDP (2 CPU processes, gloo), negatives gathered: each process embeds its 6 sentences in chunks of 4;
+    only the last chunk's backward all-reduces (as many bucket all-reduces as an uncached step); the averaged
+    gradients equal one process's uncached step on the global batch of 12."""
+    texts = sentences(wiki_sample, B)
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    script = Path(__file__).with_name("grad_cache_ddp.py")
+    accelerate_launch(2, [str(script), str(tiny_bert_dir), str(tmp_path)])
+    got = torch.load(tmp_path / "grads.pt")
+    calls = json.loads((tmp_path / "allreduce.json").read_text())
+    assert calls["cached"] == calls["uncached"] > 0  # the chunk backwards all-reduce once, as an uncached step
+
+    model = tiny_model(tiny_bert_dir, **NO_DROPOUT)
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    batch = collate(tok)(texts)
+    plain = trainer(model, tmp_path / "plain", None)
+    plain.compute_loss(model, batch).backward()
+    assert_grads_close(got, grads(model))
