@@ -2,8 +2,12 @@
 
 The trainer fills in one hook of :class:`~simcse_weince.training.trainer.ContrastiveTrainer`:
 ``negative_mask`` (identical sentences of the batch are not each other's negatives). The views come from the
-model's own forward (one forward of 2B rows). Model selection uses :class:`STSEvaluator` (STS-B dev
-Spearman of the current model with its inference pooler), plugged into the Trainer's evaluation loop.
+model's own forward (one forward of 2B rows). With ``gradient_cache_chunk_size = c`` that forward is cut into
+chunks of c sentences (2c rows: both dropout views of each), replayed with the same dropout masks; the
+duplicate mask stays over the whole batch (and over all processes when negatives are gathered).
+
+Model selection uses :class:`STSEvaluator` (STS-B dev Spearman of the current model with its inference
+pooler), plugged into the Trainer's evaluation loop.
 """
 
 from __future__ import annotations

@@ -57,7 +57,12 @@ class KNNEvaluator:
 class SimCLRTrainer(ContrastiveTrainer):
     """Fills in ``embed_views`` of :class:`ContrastiveTrainer`: the (B, 2, C, H, W) views go through the
     backbone and head in one pass of 2B images (the labels are not used in training). Model selection by a
-    :class:`KNNEvaluator` (metric ``eval_knn200``)."""
+    :class:`KNNEvaluator` (metric ``eval_knn200``).
+
+    With ``gradient_cache_chunk_size = c`` the pass is cut into chunks of c images (2c views). The random
+    augmentations are drawn by the dataset, so they are fixed in the batch; only in-model randomness (dropout,
+    drop-path) is replayed. The ResNets' batch norm (and the projection head's) then normalises with chunk
+    statistics, which a warning says; a ViT backbone is exact apart from the head's batch norm."""
 
     def embed_views(self, model: nn.Module, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
         return model(inputs["pixel_values"])
