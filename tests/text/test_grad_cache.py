@@ -22,6 +22,8 @@ from tests.launch import accelerate_launch
 from tests.training.test_grad_cache import assert_grads_close, grads
 
 B = 12
+NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+DEVICES = ["cpu", pytest.param("cuda", marks=NO_CUDA)]  # cuda: the CUDA generator's replay
 # Mean pooling: a random-init BERT's [CLS] vectors are nearly identical (1 - s ≈ 1e-5), where -log(1 - s) turns
 # float rounding into visible differences; the means are well spread. margin 0 (one of the authors' settings)
 # makes λ clearly non-zero on this batch.
@@ -57,7 +59,7 @@ def tiny_model(folder: Path, **overrides) -> SimCSEModel:
 def trainer(model: SimCSEModel, out: Path, chunk: int | None, **kwargs) -> SimCSETrainer:
     args = ContrastiveTrainingArguments(
         output_dir=str(out), per_device_train_batch_size=B, gradient_cache_chunk_size=chunk, report_to="none",
-        use_cpu=True, **kwargs,
+        use_cpu=kwargs.pop("use_cpu", True), **kwargs,
     )  # fmt: skip
     return SimCSETrainer(model=model, args=args, loss=make_loss())
 
@@ -69,7 +71,9 @@ def batch(tiny_bert_dir: Path, wiki_sample: Path) -> dict[str, torch.Tensor]:
 
 
 def cached_step(model: SimCSEModel, out: Path, chunk: int, batch: dict, seed: int) -> tuple[torch.Tensor, dict]:
-    t = trainer(model, out, chunk)
+    device = next(model.parameters()).device
+    t = trainer(model, out, chunk, use_cpu=device.type == "cpu")
+    batch = {k: v.to(device) for k, v in batch.items()}
     torch.manual_seed(seed)
     loss = t.compute_loss(model, batch)
     (loss / 2).backward()  # as the Trainer does with gradient_accumulation_steps = 2
@@ -77,16 +81,18 @@ def cached_step(model: SimCSEModel, out: Path, chunk: int, batch: dict, seed: in
     return loss.detach(), grads(model)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", [4, 5])
 def test_dropout_on_cached_gradients_equal_the_uncached_step_with_the_same_masks(
-    chunk: int, tiny_bert_dir: Path, batch: dict, tmp_path: Path
+    chunk: int, device: str, tiny_bert_dir: Path, batch: dict, tmp_path: Path
 ) -> None:
     """Dropout on: the reference is the uncached step that draws the same masks — the same chunk forwards from
     the same seed, kept in one graph, one backward of the full-batch loss."""
-    model = tiny_model(tiny_bert_dir)
+    model = tiny_model(tiny_bert_dir).to(device)
     loss, got = cached_step(model, tmp_path, chunk, batch, seed=1)
 
     torch.manual_seed(1)
+    batch = {k: v.to(device) for k, v in batch.items()}
     inputs = {k: v for k, v in batch.items() if k != "sentence_key"}
     views = [model(**c) for c in split_batch(inputs, chunk)]
     anchors, positives = torch.cat([v["anchors"] for v in views]), torch.cat([v["positives"] for v in views])
@@ -133,12 +139,12 @@ class FirstStepGrads(TrainerCallback):
             self.grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def train_two_steps(folder: Path, texts: list[str], out: Path, chunk: int | None, bf16: bool):
+def train_two_steps(folder: Path, texts: list[str], out: Path, chunk: int | None, precision: str):
     model = tiny_model(folder, **NO_DROPOUT)
     tok = AutoTokenizer.from_pretrained(folder)
     t = trainer(
-        model, out, chunk, gradient_accumulation_steps=2, max_steps=2, logging_steps=1,
-        precision="bf16" if bf16 else "fp32", learning_rate=1e-3, seed=3, disable_tqdm=True, dataloader_num_workers=0,
+        model, out, chunk, gradient_accumulation_steps=2, max_steps=2, logging_steps=1, precision=precision,
+        use_cpu=precision != "fp16", learning_rate=1e-3, seed=3, disable_tqdm=True, dataloader_num_workers=0,
     )  # fmt: skip
     t.train_dataset, t.data_collator = texts, collate(tok)
     callback = FirstStepGrads()
@@ -147,16 +153,17 @@ def train_two_steps(folder: Path, texts: list[str], out: Path, chunk: int | None
     return callback.grads, t.state.log_history
 
 
-@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", pytest.param("fp16", marks=NO_CUDA)])
 def test_trainer_run_with_accumulation_matches_the_uncached_run(
-    bf16: bool, tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path
+    precision: str, tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path
 ) -> None:
     """Through ``Trainer.train``: 2 steps of 2 accumulated micro-batches of 12; the first step's gradients
-    equal the uncached run's (bf16: to bf16 rounding), the logs carry a finite loss and WEINCE diagnostics."""
+    equal the uncached run's (bf16/fp16 autocast: to half-precision rounding; fp16 runs on CUDA, through the
+    gradient scaler), the logs carry a finite loss and WEINCE diagnostics."""
     texts = sentences(wiki_sample, 4 * B)
-    want, _ = train_two_steps(tiny_bert_dir, texts, tmp_path / "plain", None, bf16)
-    got, logs = train_two_steps(tiny_bert_dir, texts, tmp_path / "cached", 5, bf16)
-    if bf16:
+    want, _ = train_two_steps(tiny_bert_dir, texts, tmp_path / "plain", None, precision)
+    got, logs = train_two_steps(tiny_bert_dir, texts, tmp_path / "cached", 5, precision)
+    if precision != "fp32":
         for name, w in want.items():
             scale = float(w.abs().max())
             torch.testing.assert_close(got[name], w, rtol=0.05, atol=0.05 * scale, msg=name)
