@@ -9,6 +9,7 @@ token cache (:mod:`simcse_weince.text.token_cache`), which stores each sentence'
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ def iter_sentences(
     The file is read in chunks of about ``chunk_bytes`` cut after a newline, so memory stays flat in the
     file size; the lines are those of ``str.splitlines`` on the whole decoded file, as before. With
     ``stats`` the blank lines, a dropped last line, the file and its sentences are counted there and the
-    dropped line is logged; without it the file is only read (a second pass over a checked file).
+    dropped line is logged; without it the file is only read.
 
     Raises:
         FileNotFoundError, IsADirectoryError: see :func:`check_text_file`.
@@ -98,19 +99,58 @@ def iter_sentences(
     """
     path = check_text_file(path)
     counted = TextStats()
-    offset, line, rest = 0, 1, b""
+    yield from _read_lines(path, 0, path.stat().st_size, drop_unterminated_last_line, chunk_bytes, counted, stats)
+    if not counted.sentences:
+        raise ValueError(f"{path}: no sentences (the file is empty or blank); expected one sentence per line")
+    if stats is not None:
+        stats.files.append(str(path))
+        stats.sentences += counted.sentences
+        stats.blank_lines_skipped += counted.blank_lines_skipped
+        stats.unterminated_lines_dropped += counted.unterminated_lines_dropped
+
+
+def iter_range_sentences(
+    path: str | Path, start: int, stop: int, drop_unterminated_last_line: bool = False
+) -> Iterator[str]:
+    """The sentences of bytes ``[start, stop)`` of a file already read by :func:`iter_sentences` (so valid),
+    as that would yield them; ``start`` and ``stop`` are line starts from :func:`line_ranges`. Silent: no
+    counts, no log, and a range may hold no sentence."""
+    yield from _read_lines(Path(path), start, stop, drop_unterminated_last_line, CHUNK_BYTES, TextStats(), None)
+
+
+def line_ranges(path: str | Path, target_bytes: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` byte ranges covering the file, each about ``target_bytes`` long, cut after a newline."""
+    size = Path(path).stat().st_size
+    cuts = [0]
+    with Path(path).open("rb") as f:
+        while cuts[-1] + target_bytes < size:
+            f.seek(cuts[-1] + target_bytes)
+            f.readline()  # to the end of the line the target falls in
+            if f.tell() >= size:
+                break
+            cuts.append(f.tell())
+    return list(itertools.pairwise([*cuts, size]))
+
+
+def _read_lines(
+    path: Path, start: int, stop: int, drop_last: bool, chunk_bytes: int, counted: TextStats, log: TextStats | None
+) -> Iterator[str]:
+    """The stripped non-blank lines of bytes ``[start, stop)``, counted in ``counted``; the dropped last
+    line is logged when ``log`` is given. Line numbers in errors count from ``start``."""
+    offset, line, rest = start, 1, b""
     with path.open("rb") as f:
+        f.seek(start)
         while True:
-            block = f.read(chunk_bytes)
+            block = f.read(min(chunk_bytes, stop - f.tell()))
             buf = rest + block
             cut = len(buf) if not block else buf.rfind(b"\n") + 1  # at the end: whatever is left
-            if not block and buf and not buf.endswith(b"\n") and drop_unterminated_last_line:
-                if stats is not None:
+            if not block and buf and drop_last:  # an unterminated last line (rest never holds a newline)
+                if log is not None:
                     logger.warning(
                         "%s:%d: dropping the unterminated last line (a cut-off file): %r", path, line, buf[:60]
                     )
                 counted.unterminated_lines_dropped += 1
-                break
+                return
             chunk, rest = buf[:cut], buf[cut:]
             for s in _decode_chunk(chunk, path, offset == 0, offset, line).splitlines():
                 s = s.strip()
@@ -121,14 +161,7 @@ def iter_sentences(
                     counted.blank_lines_skipped += 1
             offset, line = offset + len(chunk), line + chunk.count(b"\n")
             if not block:
-                break
-    if not counted.sentences:
-        raise ValueError(f"{path}: no sentences (the file is empty or blank); expected one sentence per line")
-    if stats is not None:
-        stats.files.append(str(path))
-        stats.sentences += counted.sentences
-        stats.blank_lines_skipped += counted.blank_lines_skipped
-        stats.unterminated_lines_dropped += counted.unterminated_lines_dropped
+                return
 
 
 def read_sentences(

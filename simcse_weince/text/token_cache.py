@@ -1,9 +1,10 @@
 """Tokenise the training text once into an on-disk Arrow cache and memory-map it afterwards.
 
-The text files are streamed into a ``datasets.Dataset`` (``Dataset.from_generator``) and tokenised by a
-batched ``Dataset.map`` (:func:`~simcse_weince.text.data.tokenize_batch`) into a cache folder holding three
-columns: ``input_ids`` (int32 lists), ``sentence_key`` (the duplicate key of the loss) and ``truncated``,
-plus ``stats.json`` (what reading the text counted) and ``key.json`` (what the cache is for).
+The text files are checked and counted in one streaming pass, then streamed part by part (64 MB of text at a
+time) into a ``datasets.Dataset`` (``Dataset.from_generator``) and tokenised by a batched ``Dataset.map``
+(:func:`~simcse_weince.text.data.tokenize_batch`) into a cache folder of Arrow files, one per part, with
+three columns: ``input_ids`` (int32 lists), ``sentence_key`` (the duplicate key of the loss) and
+``truncated``; plus ``stats.json`` (what reading the text counted) and ``key.json`` (what the cache is for).
 
 The folder's name is a hash of everything the rows depend on: each file's absolute path, size and
 modification time (and whether its unterminated last line is dropped), the tokenizer's vocabulary and
@@ -11,19 +12,22 @@ pipeline, ``max_length`` and the cache's format version. Anything else changes t
 built; the old one stays until deleted. A cache is built in a temporary folder and renamed into place, so a
 half-written cache is never read and two builders racing on a shared disk leave one complete copy.
 
-Memory: the text and the tokens are written batch by batch and read back memory-mapped, so the preparing
-process holds a few batches at a time, and a process that only maps the cache adds little to its RSS.
+Memory: the text and the tokens are written batch by batch and read back memory-mapped. Mapped pages that
+are read count in a process's RSS (as shared, file-backed pages), so the build maps one part's text at a
+time and deletes it before the next: the preparing process holds a few batches and one part, whatever the
+file's size. A process that only maps the cache adds the pages it reads, shared with every other process.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import datasets
@@ -34,14 +38,15 @@ from simcse_weince.text.data import (
     check_fast,
     check_sentences,
     check_text_file,
-    iter_sentences,
+    iter_range_sentences,
+    line_ranges,
     tokenize_batch,
 )
 
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1  # bump when the columns or their meaning change: old caches are then ignored
-TOKEN_FILE = "tokens.arrow"
+PART_BYTES = 1 << 26  # text tokenised per part (64 MB, ~0.5M Wikipedia lines): the build's memory-mapped text
 TOKEN_FEATURES = datasets.Features(
     {
         "input_ids": datasets.List(datasets.Value("int32")),
@@ -109,17 +114,27 @@ def is_complete(folder: Path) -> bool:
 
 def load_cache(folder: Path) -> tuple[datasets.Dataset, dict]:
     """The memory-mapped token rows of a cache folder (shards in order) and its ``stats.json``."""
-    shards = sorted(folder.glob("tokens*.arrow"))  # tokens.arrow, or tokens_0000i_of_0000n.arrow
+    shards = sorted(folder.glob("tokens*.arrow"))  # tokens-<part>.arrow, or tokens-<part>_<i>_of_<n>.arrow
     parts = [datasets.Dataset.from_file(str(p), in_memory=False) for p in shards]
     ds = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     return ds, json.loads((folder / "stats.json").read_text(encoding="utf-8"))
 
 
-def _file_sentences(files: tuple[tuple[str, bool], ...]) -> Iterator[dict]:
-    """The generator behind ``Dataset.from_generator``: the files' sentences, already checked and counted."""
-    for path, drop in files:
-        for s in iter_sentences(path, drop):
-            yield {"text": s}
+def _range_sentences(path: str, start: int, stop: int, drop: bool) -> Iterator[dict]:
+    """The generator behind ``Dataset.from_generator``: the sentences of one byte range of a checked file."""
+    for s in iter_range_sentences(path, start, stop, drop):
+        yield {"text": s}
+
+
+def _range_text(path: Path, start: int, stop: int, drop: bool, scratch: Path) -> datasets.Dataset:
+    """One byte range of a file as a ``text`` column, written to Arrow under ``scratch``."""
+    return datasets.Dataset.from_generator(
+        _range_sentences,
+        features=datasets.Features({"text": datasets.Value("string")}),
+        cache_dir=str(scratch),
+        gen_kwargs={"path": str(path), "start": start, "stop": stop, "drop": drop},
+        fingerprint=f"text-{start}-{stop}",
+    )
 
 
 def _map_tokenize(batch: dict, tokenizer, max_length: int) -> dict:
@@ -129,43 +144,54 @@ def _map_tokenize(batch: dict, tokenizer, max_length: int) -> dict:
 
 def build_cache(
     folder: Path,
-    text: datasets.Dataset,
+    parts: Sequence[Callable[[Path], datasets.Dataset]],
     tokenizer,
     max_length: int,
     read_stats: dict,
     key: dict,
     num_proc: int | None = None,
 ) -> None:
-    """Tokenise the ``text`` column of ``text`` into ``folder`` (see the module docstring).
+    """Tokenise the text of ``parts`` into ``folder``, one Arrow file of tokens per part, in order.
 
-    The map writes to a temporary sibling of ``folder`` that is renamed into place when complete; if
-    another builder got there first, its copy is kept and this one discarded. ``stats.json`` holds
-    ``read_stats`` (what reading counted) over defaults from the map itself: the sentences are the rows it
-    wrote and the blank lines the rows it dropped.
+    Each part returns a dataset of one text column (it may write its Arrow file under the scratch folder it
+    is given); the map tokenises it to ``tokens-<part>.arrow`` and the part's text is deleted before the next
+    one, so a build holds (and memory-maps) the text of one part at a time. Everything is written to a
+    temporary sibling of ``folder`` that is renamed into place when complete; if another builder got there
+    first, its copy is kept and this one discarded. ``stats.json`` holds ``read_stats`` (what reading
+    counted) over defaults from the map itself: the sentences are the rows it wrote and the blank lines the
+    rows it dropped.
     """
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
-        tokens = text.map(
-            _map_tokenize,
-            batched=True,
-            batch_size=MAP_BATCH,
-            writer_batch_size=WRITER_BATCH,
-            remove_columns=text.column_names,
-            features=TOKEN_FEATURES,
-            fn_kwargs={"tokenizer": tokenizer, "max_length": max_length},
-            cache_file_name=str(tmp / TOKEN_FILE),
-            load_from_cache_file=False,
-            keep_in_memory=False,
-            new_fingerprint=folder.name,
-            num_proc=num_proc,
-            desc="tokenising the training text",
-        )
-        rows = len(tokens)
-        defaults = {"sentences": rows, "blank_lines_skipped": len(text) - rows, "unterminated_lines_dropped": 0}
-        stats = defaults | read_stats | {"rows": rows, "truncated": count_truncated(tokens)}
+        source_rows = rows = truncated = 0
+        for i, part in enumerate(parts):
+            text = part(tmp / f"text-{i:05d}")
+            tokens = text.map(
+                _map_tokenize,
+                batched=True,
+                batch_size=MAP_BATCH,
+                writer_batch_size=WRITER_BATCH,
+                remove_columns=text.column_names,
+                features=TOKEN_FEATURES,
+                fn_kwargs={"tokenizer": tokenizer, "max_length": max_length},
+                cache_file_name=str(tmp / f"tokens-{i:05d}.arrow"),
+                load_from_cache_file=False,
+                keep_in_memory=False,
+                new_fingerprint=f"{folder.name}-{i:05d}",
+                num_proc=num_proc,
+                desc=f"tokenising the training text ({i + 1}/{len(parts)})",
+            )
+            source_rows, rows, truncated = (
+                source_rows + len(text),
+                rows + len(tokens),
+                truncated + count_truncated(tokens),
+            )
+            del text, tokens  # unmapped: the next part's pages replace this one's
+            shutil.rmtree(tmp / f"text-{i:05d}", ignore_errors=True)
+        defaults = {"sentences": rows, "blank_lines_skipped": source_rows - rows, "unterminated_lines_dropped": 0}
+        stats = defaults | read_stats | {"rows": rows, "truncated": truncated}
         (tmp / "stats.json").write_text(json.dumps(stats, indent=1), encoding="utf-8")
         (tmp / "key.json").write_text(json.dumps(key, indent=1), encoding="utf-8")
-        del tokens
         tmp.chmod(0o755)  # mkdtemp's folder is private; the cache is for every process and user
         try:
             os.rename(tmp, folder)  # atomic: readers see no cache or a complete one
@@ -249,16 +275,12 @@ def prepare_text_files(
         raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
     root.mkdir(parents=True, exist_ok=True)
     logger.info("tokenising %d sentences (max_length %d) into %s", read.sentences, max_length, folder)
-    with tempfile.TemporaryDirectory(prefix=".text.", dir=root) as text_dir:
-        text = datasets.Dataset.from_generator(
-            _file_sentences,
-            features=datasets.Features({"text": datasets.Value("string")}),
-            cache_dir=text_dir,
-            gen_kwargs={"files": tuple((str(p), drop) for p, drop in checked)},
-            fingerprint=folder.name,
-        )
-        build_cache(folder, text, tokenizer, max_length, {n: getattr(read, n) for n in READ_STATS}, key, num_proc)
-        del text
+    parts = [
+        functools.partial(_range_text, p, start, stop, drop)
+        for p, drop in checked
+        for start, stop in line_ranges(p, PART_BYTES)
+    ]
+    build_cache(folder, parts, tokenizer, max_length, {n: getattr(read, n) for n in READ_STATS}, key, num_proc)
     return _open(folder, stats, max_rows, reused=False)
 
 
@@ -291,7 +313,6 @@ def prepare_hub_text(  # pragma: no cover - needs the Hub
         if not build:
             raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
         root.mkdir(parents=True, exist_ok=True)
-        text = ds.select_columns([column])
         read = {"files": [f"hub:{name}/{data_file}"]}
-        build_cache(folder, text, tokenizer, max_length, read, key, num_proc)
+        build_cache(folder, [lambda _: ds.select_columns([column])], tokenizer, max_length, read, key, num_proc)
     return _open(folder, stats, max_rows, reused)

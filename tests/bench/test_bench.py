@@ -48,3 +48,23 @@ def test_train_throughput_profile_splits_each_recipe_into_phases(wiki_sample: Pa
     for v in range(3):
         assert sum(rows[p][v] for p in ("encoder forward", "loss", "backward")) < rows["total"][v]
     assert proc.stdout.count("top ops by self time") == 3
+
+
+@pytest.mark.timeout(600)
+def test_scaling_training_text_table_compares_the_cache_with_the_in_memory_path(tmp_path: Path) -> None:
+    cmd = [sys.executable, "bench/scaling.py", "--data-only", "--lines", "3000", "--big-lines", "4000",
+           "--tmp", str(tmp_path)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows: dict[str, list[list[float]]] = {}
+    for line in proc.stdout.splitlines():
+        label, _, numbers = line.partition("  ")
+        fields = numbers.replace(",", "").split()
+        if label in ("in-memory (before)", "cache built", "cache reused", "other process (maps + 1 pass)"):
+            rows.setdefault(label, []).append([float(x) for x in fields])
+    assert [len(v) for v in rows.values()] == [1, 2, 2, 2], proc.stdout  # 3,000 lines: all four; 4,000: cache only
+    assert [r[0] for r in rows["cache built"]] == [3000, 4000] == [r[0] for r in rows["cache reused"]]
+    assert rows["in-memory (before)"][0][-2:] == [1.0, 1.0]  # the reference of the ratios
+    assert all(r[-2] < 0.5 for r in rows["cache reused"]), proc.stdout  # a hit is not a rebuild
+    assert "GB mapped file pages" in proc.stdout and not list(tmp_path.iterdir())  # temporary files removed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,21 @@ def test_streaming_reader_equals_whole_file_splitlines(tmp_path: Path, chunk_byt
     stats = TextStats()
     assert list(iter_sentences(f, True, stats, chunk_bytes=chunk_bytes)) == expected[:-1]
     assert stats.unterminated_lines_dropped == 1
+
+
+@pytest.mark.parametrize("target", [1, 10, 100_000, 10**7])
+def test_line_ranges_cut_after_newlines_and_cover_the_file(wiki_sample: Path, target: int) -> None:
+    from simcse_weince.text.data import iter_range_sentences, line_ranges
+
+    raw = wiki_sample.read_bytes()
+    ranges = line_ranges(wiki_sample, target)
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(raw)
+    assert all(a < b == c for (a, b), (c, _) in itertools.pairwise(ranges)) and ranges[-1][0] < ranges[-1][1]
+    assert all(raw[b - 1 : b] == b"\n" for _, b in ranges[:-1])
+    if target >= 100_000:
+        assert len(raw) // target <= len(ranges) <= -(-len(raw) // target)
+        joined = [s for a, b in ranges for s in iter_range_sentences(wiki_sample, a, b, True)]
+        assert joined == read_sentences(wiki_sample, drop_unterminated_last_line=True)
 
 
 @pytest.mark.parametrize("chunk_bytes", [5, 1 << 22])

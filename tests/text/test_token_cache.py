@@ -138,3 +138,15 @@ def test_two_tokenising_processes_give_the_same_rows(small_file: Path, tok, tmp_
     assert two["input_ids"][:] == one["input_ids"][:] and two["sentence_key"][:] == one["sentence_key"][:]
     again, again_stats = prepare([(small_file, False)], tok, tmp_path / "other")
     assert again_stats.cache_reused and again["input_ids"][:] == one["input_ids"][:]
+
+
+def test_parts_of_a_file_give_the_rows_of_one_part(
+    wiki_sample: Path, tok, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole, whole_stats = prepare([(wiki_sample, True)], tok, tmp_path)
+    monkeypatch.setattr(token_cache, "PART_BYTES", 100_000)  # 13 parts, the last one with the cut-off line
+    parts, parts_stats = prepare([(wiki_sample, True)], tok, tmp_path / "parts")
+    assert len(parts.cache_files) == 13 and len(whole.cache_files) == 1
+    assert parts["input_ids"][:] == whole["input_ids"][:]
+    assert {**parts_stats.to_dict(), "cache_dir": ""} == {**whole_stats.to_dict(), "cache_dir": ""}
+    assert not [p for p in (tmp_path / "parts").rglob("*") if "text" in p.name]  # the parts' text is deleted
