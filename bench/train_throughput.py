@@ -236,6 +236,7 @@ def main() -> None:
         metavar="N",
         help="profile N steps of each variant (one run each) instead of measuring throughput",
     )
+    ap.add_argument("--json", type=Path, help="also write each variant's medians here")
     ap.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # child mode
     ap.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -289,10 +290,14 @@ def main() -> None:
     )
     base = statistics.median(x["sentences_per_s"] for x in results["st-mnrl"])
     print(f"{'variant':<14}{'sentences/s':>12}{'peak MB':>10}{'vs st-mnrl':>12}")
+    medians = {}
     for v in VARIANTS:
         sps = statistics.median(x["sentences_per_s"] for x in results[v])
         mem = statistics.median(x["peak_mb"] for x in results[v])
+        medians[v] = {"sentences_per_s": sps, "peak_mb": mem, "vs_st_mnrl": sps / base}
         print(f"{v:<14}{sps:>12.1f}{mem:>10.0f}{sps / base:>11.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps(medians, indent=2), encoding="utf-8")
     print("target: ours >= 1.2x sentence-transformers' throughput")
 
 

@@ -1,0 +1,68 @@
+"""The prepared GPU check: its figures are checked (a diverged run is a failed row), and the whole script runs
+at toy sizes on the CPU (``--cpu-smoke``), every check ok or skipped, one table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.gpu_check import check_text
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _results(path: Path, loss: float, lam: float | None) -> Path:
+    res = {"train_loss": loss, "mean_lambda": lam, "before": {"stsb_dev": 80.0}, "after": {"stsb_dev": 81.5}}
+    path.write_text(json.dumps(res), encoding="utf-8")
+    return path
+
+
+def test_text_figures_and_failures(tmp_path: Path) -> None:
+    ok = check_text(_results(tmp_path / "a.json", 0.25, 0.4))
+    assert "loss 0.250" in ok and "mean λ 0.400" in ok and "80.00 → 81.50" in ok
+    with pytest.raises(RuntimeError, match="loss is nan"):
+        check_text(_results(tmp_path / "b.json", float("nan"), 0.4))
+    with pytest.raises(RuntimeError, match="not in"):
+        check_text(_results(tmp_path / "c.json", 0.25, 1.5))
+    with pytest.raises(RuntimeError, match="not in"):
+        check_text(_results(tmp_path / "d.json", 0.25, None))
+
+
+def test_without_cuda_the_gpu_run_stops_with_one_line(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.gpu_check", "--out", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stdout.strip().startswith("error: no CUDA device")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_cpu_smoke_runs_every_check(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        ["bash", "experiments/gpu_check.sh", "--cpu-smoke", "--out", str(tmp_path)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and not line.startswith("| check")]
+    status = {r.split(" | ")[0][2:]: r.split(" | ")[1] for r in rows}
+    assert status == {
+        "text fp16": "skipped",
+        "text bf16": "ok",
+        "throughput": "ok",
+        "grad cache": "ok",
+        "vision": "ok",
+        "eval bf16": "ok",
+        "2 processes": "skipped",
+    }, proc.stdout[-3000:]
+    assert (tmp_path / "text_bf16" / "results.json").is_file() and (tmp_path / "vision" / "results.json").is_file()
