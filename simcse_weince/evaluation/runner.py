@@ -107,29 +107,32 @@ class EvaluationReport:
         }
 
     def markdown(self) -> str:
-        parts = [
+        """One table, as SimCSE's: the STS tasks and their "Avg.", then the transfer tasks and theirs."""
+        head = (
             f"Model: `{self.model}` · mode: {self.mode} · transfer classifier: {self.classifier} · "
-            f"wall time {self.seconds:.1f} s "
-            f"(encoding {self.encode_seconds:.1f} s)",
-            "",
-        ]
-        for title, scores in (
-            ('STS (Spearman × 100, "all")', self.sts_scores()),
-            ("Transfer (accuracy)", self.transfer_scores()),
-        ):
-            if not scores:
-                continue
-            cols = [*scores, "Avg."]
-            vals = [*scores.values(), float(np.mean(list(scores.values())))]
-            parts += [
-                f"**{title}**",
+            f"wall time {self.seconds:.1f} s (encoding {self.encode_seconds:.1f} s)"
+        )
+        cols: list[str] = []
+        vals: list[float] = []
+        for label, scores in (("STS Avg.", self.sts_scores()), ("Transfer Avg.", self.transfer_scores())):
+            if scores:
+                cols += [*scores, label]
+                vals += [*scores.values(), float(np.mean(list(scores.values())))]
+        if not cols:
+            return head + "\n"
+        measure = 'STS: Spearman × 100 ("all"); transfer: ' + ("dev" if self.mode == "dev" else "test") + " accuracy"
+        return "\n".join(
+            [
+                head,
                 "",
                 "| " + " | ".join(cols) + " |",
                 "|" + "---|" * len(cols),
                 "| " + " | ".join(f"{v:.2f}" for v in vals) + " |",
                 "",
+                measure,
+                "",
             ]
-        return "\n".join(parts)
+        )
 
 
 @dataclass
@@ -180,7 +183,8 @@ def run_evaluation(
     :class:`TaskSet`; ``on_task(report)`` is called after every task, e.g. to save partial results.
     ``classifier``: ``senteval`` (SentEval's PyTorch protocol, test mode: Adam, 10-fold; fast mode: RMSprop,
     5-fold) or ``sklearn`` (scikit-learn's exact logistic regression); ``device`` is where the senteval
-    classifiers train (default: CUDA when available).
+    classifiers train (default: CUDA when available); ``show_progress_bar`` shows a bar per transfer task
+    and phase over its classifiers.
     """
     loaded = tasks if isinstance(tasks, TaskSet) else load_tasks(tasks, mode, data_dir)
     mode = loaded.mode
@@ -213,6 +217,7 @@ def run_evaluation(
             classifier=classifier,
             config=config,
             device=device,
+            show_progress_bar=show_progress_bar,
         )
         done()
     done()

@@ -31,7 +31,7 @@ def test_cli_on_plain_hf_encoder(tiny_bert_weights_dir: Path, shared_data: Path,
     )
     assert rc == 0
     printed = capsys.readouterr().out
-    assert "| STS-B | SICK-R | Avg. |" in printed
+    assert "| STS-B | SICK-R | STS Avg. |" in printed
     report = json.loads((out / "eval_dev.json").read_text())
     assert report["sts"]["STSBenchmark"]["num_pairs"] == 1500 and report["sts"]["SICKRelatedness"]["num_pairs"] == 500
     assert (out / "eval_dev.md").read_text().startswith("Model:")

@@ -203,3 +203,22 @@ def test_senteval_classifier_on_separable_and_on_noise(sep: float) -> None:
     else:
         assert res.test_acc < 70  # chance level: the check above can fail
     assert len(res.chosen_c) == 5 and set(res.chosen_c) <= {1e-5, 1e-4, 1e-3, 1e-2}
+
+
+def test_runner_shows_classifier_progress_and_one_table(capsys: pytest.CaptureFixture) -> None:
+    from simcse_weince.evaluation.runner import TaskSet, run_evaluation
+    from simcse_weince.evaluation.sts import STSResult
+
+    x, y = _blobs(90, 4, 2, sep=6.0)
+    names = [f"s{i}" for i in range(90)]
+    task = TransferTask("T", "test", {"train": Split(names[:60], y[:60]), "test": Split(names[60:], y[60:])}, 2)
+    loaded = TaskSet("fast", transfer={"T": task})
+    report = run_evaluation(_TableEncoder(dict(zip(names, x, strict=True))), "m", loaded, show_progress_bar=True)
+    bars = capsys.readouterr().err
+    assert "T: penalty search" in bars and "T: refit on the training set" in bars
+    report.sts["STSBenchmark"] = STSResult("STSBenchmark", 10, 0, {"all": 80.0})
+    report.sts["SICKRelatedness"] = STSResult("SICKRelatedness", 10, 0, {"all": 70.0})
+    table = report.markdown().splitlines()
+    acc = report.transfer["T"].test_acc
+    assert table[2] == "| STS-B | SICK-R | STS Avg. | T | Transfer Avg. |"
+    assert table[4] == f"| 80.00 | 70.00 | 75.00 | {acc:.2f} | {acc:.2f} |"
