@@ -158,15 +158,15 @@ def test_trainer_run_with_accumulation_matches_the_uncached_run(
     precision: str, tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path
 ) -> None:
     """Through ``Trainer.train``: 2 steps of 2 accumulated micro-batches of 12; the first step's gradients
-    equal the uncached run's (bf16/fp16 autocast: to half-precision rounding; fp16 runs on CUDA, through the
-    gradient scaler), the logs carry a finite loss and WEINCE diagnostics."""
+    equal the uncached run's (bf16/fp16 autocast: within 2 % of each tensor's scale, measured 0.4 % in bf16;
+    fp16 runs on CUDA, through the gradient scaler), the logs carry a finite loss and WEINCE diagnostics."""
     texts = sentences(wiki_sample, 4 * B)
     want, _ = train_two_steps(tiny_bert_dir, texts, tmp_path / "plain", None, precision)
     got, logs = train_two_steps(tiny_bert_dir, texts, tmp_path / "cached", 5, precision)
     if precision != "fp32":
         for name, w in want.items():
             scale = float(w.abs().max())
-            torch.testing.assert_close(got[name], w, rtol=0.05, atol=0.05 * scale, msg=name)
+            torch.testing.assert_close(got[name], w, rtol=0.02, atol=0.02 * scale, msg=name)
     else:
         assert_grads_close(got, want)
     steps = [log for log in logs if "loss" in log]
