@@ -14,9 +14,10 @@ import argparse
 import json
 from pathlib import Path
 
-from experiments.common import REPO, plot_metrics, run_module, summary_table, write_results
+from experiments.common import REPO, mean_std, plot_metrics, run_module, summary_table, write_results
 
 METRICS = ("linear_probe", "knn200", "knn20", "R@1", "R@8")
+DIAGNOSTICS = ("lambda", "delta_aic", "rho")
 
 
 def main() -> None:
@@ -34,6 +35,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     per_run: dict[str, dict[int, dict[str, float]]] = {loss: {} for loss in args.losses}
+    diag: dict[str, dict[int, dict[str, float]]] = {}
     curves: dict[str, list] = {}
     for seed in args.seeds:
         for loss in args.losses:
@@ -59,10 +61,16 @@ def main() -> None:
                 )
             res = json.loads((out / "results.json").read_text())
             per_run[loss][seed] = res["after"]
+            if res.get("mean_lambda") is not None:
+                diag.setdefault(loss, {})[seed] = {k: res[f"mean_{k}"] for k in DIAGNOSTICS}
             if res.get("lambda_curve"):
                 curves[f"{loss} seed {seed}"] = res["lambda_curve"]
             print(f"{loss} seed {seed}: " + ", ".join(f"{m} {res['after'][m]:.2f}" for m in METRICS), flush=True)
     table, summary = summary_table(per_run, METRICS, args.losses[0])
+    if diag:  # what the loss saw: mean λ, ΔAIC (Gumbel − Weibull) and ρ over the training logs
+        diag_table, summary["diagnostics"] = diagnostics_table(diag)
+        table += "\n\nWEINCE's statistics over training (mean of the training logs, mean ± std over seeds):\n\n"
+        table += diag_table
     header = (
         f"SimCLR at CPU scale ({Path(args.config).name} {' '.join(args.extra)}), seeds {args.seeds}: "
         "accuracy / recall × 100 on the probe sets, mean ± std over seeds"
@@ -71,6 +79,21 @@ def main() -> None:
     write_results(prefix, table, summary, header)
     plot_metrics(per_run, METRICS, prefix.with_suffix(".png"), curves, header)
     print(header + "\n\n" + table)
+
+
+def diagnostics_table(diag: dict[str, dict[int, dict[str, float]]]) -> tuple[str, dict]:
+    """Markdown table (and summary) of the per-run diagnostic means, mean ± std over seeds, per loss."""
+    lines = ["| loss | mean λ | mean ΔAIC | mean ρ |", "|---|---|---|---|"]
+    summary: dict = {}
+    for loss, runs in diag.items():
+        cells = []
+        for k in DIAGNOSTICS:
+            values = [runs[s][k] for s in sorted(runs)]
+            mu, sd = mean_std(values)
+            summary.setdefault(loss, {})[k] = {"mean": mu, "std": sd, "runs": values}
+            cells.append(f"{mu:.3f} ± {sd:.3f}")
+        lines.append(f"| {loss} | " + " | ".join(cells) + " |")
+    return "\n".join(lines), summary
 
 
 if __name__ == "__main__":

@@ -199,7 +199,14 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
         "train_loss": out.training_loss,
         "mean_lambda": sum(v for _, v in curve) / len(curve) if curve else None,
         "lambda_curve": curve,
+        **{f"mean_{key}": log_mean(trainer.state.log_history, f"{key}_mean") for key in ("delta_aic", "rho", "beta")},
     }
+
+
+def log_mean(log_history: Sequence[dict[str, Any]], key: str) -> float | None:
+    """Mean of ``key`` over the training logs that carry it (``None`` if none does)."""
+    values = [e[key] for e in log_history if key in e]
+    return sum(values) / len(values) if values else None
 
 
 def card_facts(trainer: Trainer, loss_name: str, loss: Any) -> dict[str, Any]:
