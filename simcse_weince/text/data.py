@@ -218,7 +218,14 @@ def tokenize_batch(texts: Sequence[str | None], tokenizer, max_length: int) -> d
     kept = [t.strip() for t in texts if t and t.strip()]
     if not kept:
         return {"input_ids": [], "sentence_key": [], "truncated": []}
-    enc = tokenizer(kept, truncation=True, max_length=max_length, padding=False)
+    enc = tokenizer(  # no masks: padding makes them per batch; building them costs a fifth of the call
+        kept,
+        truncation=True,
+        max_length=max_length,
+        padding=False,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
     ids = enc["input_ids"]
     return {
         "input_ids": ids,

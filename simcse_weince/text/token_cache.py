@@ -1,7 +1,8 @@
 """Tokenise the training text once into an on-disk Arrow cache and memory-map it afterwards.
 
-The text files are checked and counted in one streaming pass, then streamed part by part (64 MB of text at a
-time) into a ``datasets.Dataset`` (``Dataset.from_generator``) and tokenised by a batched ``Dataset.map``
+The text files are checked and counted in one streaming pass, then read part by part (32 MB of text at a
+time, cut after a newline) into a ``datasets.Dataset`` (``Dataset.from_dict``) and tokenised by a batched
+``Dataset.map``
 (:func:`~simcse_weince.text.data.tokenize_batch`) into a cache folder of Arrow files, one per part, with
 three columns: ``input_ids`` (int32 lists), ``sentence_key`` (the duplicate key of the loss) and
 ``truncated``; plus ``stats.json`` (what reading the text counted) and ``key.json`` (what the cache is for).
@@ -12,10 +13,9 @@ pipeline, ``max_length`` and the cache's format version. Anything else changes t
 built; the old one stays until deleted. A cache is built in a temporary folder and renamed into place, so a
 half-written cache is never read and two builders racing on a shared disk leave one complete copy.
 
-Memory: the text and the tokens are written batch by batch and read back memory-mapped. Mapped pages that
-are read count in a process's RSS (as shared, file-backed pages), so the build maps one part's text at a
-time and deletes it before the next: the preparing process holds a few batches and one part, whatever the
-file's size. A process that only maps the cache adds the pages it reads, shared with every other process.
+Memory: the build holds one part's text and a batch of tokens at a time, whatever the file's size; the
+tokens are written batch by batch and read back memory-mapped. A process that only maps the cache adds the
+pages it reads to its RSS, as file-backed pages shared with every other process (the page cache).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import datasets
@@ -46,7 +46,7 @@ from simcse_weince.text.data import (
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1  # bump when the columns or their meaning change: old caches are then ignored
-PART_BYTES = 1 << 26  # text tokenised per part (64 MB, ~0.5M Wikipedia lines): the build's memory-mapped text
+PART_BYTES = 1 << 25  # text tokenised per part (32 MB, ~250k Wikipedia lines): the build's text in memory
 TOKEN_FEATURES = datasets.Features(
     {
         "input_ids": datasets.List(datasets.Value("int32")),
@@ -120,21 +120,13 @@ def load_cache(folder: Path) -> tuple[datasets.Dataset, dict]:
     return ds, json.loads((folder / "stats.json").read_text(encoding="utf-8"))
 
 
-def _range_sentences(path: str, start: int, stop: int, drop: bool) -> Iterator[dict]:
-    """The generator behind ``Dataset.from_generator``: the sentences of one byte range of a checked file."""
-    for s in iter_range_sentences(path, start, stop, drop):
-        yield {"text": s}
+def _range_text(path: Path, start: int, stop: int, drop: bool) -> datasets.Dataset:
+    """One byte range of a checked file as an in-memory ``text`` column (one part: bounded by ``PART_BYTES``).
 
-
-def _range_text(path: Path, start: int, stop: int, drop: bool, scratch: Path) -> datasets.Dataset:
-    """One byte range of a file as a ``text`` column, written to Arrow under ``scratch``."""
-    return datasets.Dataset.from_generator(
-        _range_sentences,
-        features=datasets.Features({"text": datasets.Value("string")}),
-        cache_dir=str(scratch),
-        gen_kwargs={"path": str(path), "start": start, "stop": stop, "drop": drop},
-        fingerprint=f"text-{start}-{stop}",
-    )
+    ``Dataset.from_dict`` on the part's lines costs ~0.4 s per 100k lines here; ``Dataset.from_generator``
+    (one Python dict per line into an Arrow file) cost ~2 s, a fifth of the whole build.
+    """
+    return datasets.Dataset.from_dict({"text": list(iter_range_sentences(path, start, stop, drop))})
 
 
 def _map_tokenize(batch: dict, tokenizer, max_length: int) -> dict:
@@ -144,7 +136,7 @@ def _map_tokenize(batch: dict, tokenizer, max_length: int) -> dict:
 
 def build_cache(
     folder: Path,
-    parts: Sequence[Callable[[Path], datasets.Dataset]],
+    parts: Sequence[Callable[[], datasets.Dataset]],
     tokenizer,
     max_length: int,
     read_stats: dict,
@@ -153,19 +145,20 @@ def build_cache(
 ) -> None:
     """Tokenise the text of ``parts`` into ``folder``, one Arrow file of tokens per part, in order.
 
-    Each part returns a dataset of one text column (it may write its Arrow file under the scratch folder it
-    is given); the map tokenises it to ``tokens-<part>.arrow`` and the part's text is deleted before the next
-    one, so a build holds (and memory-maps) the text of one part at a time. Everything is written to a
-    temporary sibling of ``folder`` that is renamed into place when complete; if another builder got there
-    first, its copy is kept and this one discarded. ``stats.json`` holds ``read_stats`` (what reading
-    counted) over defaults from the map itself: the sentences are the rows it wrote and the blank lines the
-    rows it dropped.
+    Each part returns a dataset of one text column; the map tokenises it to ``tokens-<part>.arrow`` and the
+    part's text is released before the next one, so a build holds the text of one part at a time. Everything
+    is written to a temporary sibling of ``folder`` that is renamed into place when complete; if another
+    builder got there first, its copy is kept and this one discarded. ``stats.json`` holds ``read_stats``
+    (what reading counted) over defaults from the map itself: the sentences are the rows it wrote and the
+    blank lines the rows it dropped.
     """
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         source_rows = rows = truncated = 0
         for i, part in enumerate(parts):
-            text = part(tmp / f"text-{i:05d}")
+            text = part()
+            if not len(text):  # a part of blank lines only
+                continue
             tokens = text.map(
                 _map_tokenize,
                 batched=True,
@@ -186,8 +179,7 @@ def build_cache(
                 rows + len(tokens),
                 truncated + count_truncated(tokens),
             )
-            del text, tokens  # unmapped: the next part's pages replace this one's
-            shutil.rmtree(tmp / f"text-{i:05d}", ignore_errors=True)
+            del text, tokens  # released: the next part's text replaces this one's
         defaults = {"sentences": rows, "blank_lines_skipped": source_rows - rows, "unterminated_lines_dropped": 0}
         stats = defaults | read_stats | {"rows": rows, "truncated": truncated}
         (tmp / "stats.json").write_text(json.dumps(stats, indent=1), encoding="utf-8")
@@ -314,5 +306,5 @@ def prepare_hub_text(  # pragma: no cover - needs the Hub
             raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
         root.mkdir(parents=True, exist_ok=True)
         read = {"files": [f"hub:{name}/{data_file}"]}
-        build_cache(folder, [lambda _: ds.select_columns([column])], tokenizer, max_length, read, key, num_proc)
+        build_cache(folder, [lambda: ds.select_columns([column])], tokenizer, max_length, read, key, num_proc)
     return _open(folder, stats, max_rows, reused)

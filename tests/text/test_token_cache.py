@@ -149,4 +149,13 @@ def test_parts_of_a_file_give_the_rows_of_one_part(
     assert len(parts.cache_files) == 13 and len(whole.cache_files) == 1
     assert parts["input_ids"][:] == whole["input_ids"][:]
     assert {**parts_stats.to_dict(), "cache_dir": ""} == {**whole_stats.to_dict(), "cache_dir": ""}
-    assert not [p for p in (tmp_path / "parts").rglob("*") if "text" in p.name]  # the parts' text is deleted
+    assert [p.name for p in (tmp_path / "parts" / "cache").iterdir()] == [Path(parts_stats.cache_dir).name]
+
+
+def test_a_part_of_blank_lines_only(tmp_path: Path, tok, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "gap.txt"
+    f.write_text("first sentence\n" + "\n" * 50 + "   \n" * 50 + "last sentence\n", encoding="utf-8")
+    monkeypatch.setattr(token_cache, "PART_BYTES", 40)  # parts in the middle hold blank lines only
+    ds, stats = prepare([(f, False)], tok, tmp_path)
+    assert len(ds.cache_files) == 2 and (stats.sentences, stats.blank_lines_skipped) == (2, 100)
+    assert ds["input_ids"][:] == tokenize_sentences(tok, ["first sentence", "last sentence"], 16, TextStats())
