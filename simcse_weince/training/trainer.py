@@ -200,6 +200,8 @@ class ContrastiveTrainer(Trainer):
         averaged over the processes, which hold equal numbers of anchors, so they equal the global batch's;
         counters (``*_per_step``) are summed. One collective per log, none per step."""
         keys = sorted(self._diag_sums)
+        if not keys:  # InfoNCE without counters: nothing to report (the same on every process)
+            return {}
         local = torch.stack([self._diag_sums[k].reshape(()) for k in keys]) / self._diag_steps
         world = self.args.world_size
         mean = self.accelerator.reduce(local, reduction="mean") if world > 1 else local

@@ -14,13 +14,16 @@ from tests.vision.fake_cifar import write_cifar10_zips
 
 
 @pytest.mark.slow
-def test_tiny_training_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loss", ["weince", "infonce"])
+def test_tiny_training_run(tmp_path: Path, loss: str) -> None:
     from simcse_weince.vision.train import run
 
     root = write_cifar10_zips(tmp_path / "data")
     out = tmp_path / "run"
     results = run(
         [
+            "--loss",
+            loss,
             "--backbone",
             "resnet18_slim",
             "--dataset",
@@ -53,7 +56,11 @@ def test_tiny_training_run(tmp_path: Path) -> None:
     for key in ("linear_probe", "knn200", "knn20", "knn50", "R@1", "R@8"):
         assert 0 <= results["after"][key] <= 100 and key in results["before"]
     saved = json.loads((out / "results.json").read_text())
-    assert saved["lambda_curve"] and all(0 <= lam <= 1 for _, lam in saved["lambda_curve"])
+    if loss == "weince":
+        assert saved["lambda_curve"] and all(0 <= lam <= 1 for _, lam in saved["lambda_curve"])
+        assert saved["mean_delta_aic"] is not None and saved["mean_rho"] is not None
+    else:  # InfoNCE logs no statistics (every training log still happens)
+        assert saved["lambda_curve"] == [] and saved["mean_lambda"] is None and saved["mean_delta_aic"] is None
     assert (out / "results.md").read_text().count("|") > 10
     assert (out / "model" / "backbone.safetensors").is_file() and (out / "run_config.yaml").is_file()
 
