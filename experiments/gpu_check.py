@@ -10,7 +10,8 @@ Checks (each in its own process, so one failure does not hide the others):
 * ``throughput``: our SimCSE step vs sentence-transformers' recipe on the same device
   (``bench/train_throughput.py``; target ≥ 1.2×, the one-2B-forward design's claim);
 * ``grad cache``: a large-batch text step with gradient caching vs the uncached step (``bench/grad_cache.py``):
-  peak memory ratio and time per sentence;
+  peak memory ratio and time per sentence; ``grad cache tests``: the exactness tests, whose CUDA dropout-replay
+  and fp16 gradient-scaler variants only run on a GPU;
 * ``vision``: a ResNet-18 SimCLR epoch on the CIFAR-10 JPEG zips at batch 512 (images/s);
 * ``eval bf16``: STS-B dev Spearman of MiniLM in fp32 vs bf16 (difference);
 * ``2 processes``: the text run under ``accelerate launch`` on 2 GPUs with negatives gathered across them
@@ -207,6 +208,23 @@ def main(argv: list[str] | None = None) -> int:
         return f"vs B={points[0]['batch']} uncached ({points[0]['peak_mb']:.0f} MB): " + "; ".join(parts)
 
     attempt("grad cache", grad_cache)
+
+    if args.cpu_smoke:  # the test suite runs them on the CPU anyway
+        rows.append(Row("grad cache tests", "skipped", "CUDA replay and fp16 scaler variants need CUDA"))
+    else:
+
+        def grad_cache_tests() -> str:
+            tests = [
+                "tests/text/test_grad_cache.py",
+                "tests/vision/test_grad_cache.py",
+                "tests/training/test_grad_cache.py",
+            ]
+            stdout = run(
+                [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], out / "grad_cache_tests.log", env
+            )
+            return stdout.strip().splitlines()[-1]  # pytest's summary: "N passed in S s"
+
+        attempt("grad cache tests", grad_cache_tests)
 
     def vision() -> str:
         run_dir = out / "vision"
