@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
                 "tests/training/test_grad_cache.py",
             ]
             stdout = run(
-                [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], out / "grad_cache_tests.log", env
+                [py, "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider", *tests],
+                out / "grad_cache_tests.log",
+                env,
             )
             return stdout.strip().splitlines()[-1]  # pytest's summary: "N passed in S s"
 
