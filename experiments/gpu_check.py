@@ -98,8 +98,9 @@ def run(cmd: list[str], log: Path, env_extra: dict[str, str] | None = None, time
 
 
 def text_args(sizes: Sizes, out: Path, precision: str) -> list[str]:
+    cpu = ["--use_cpu", "true"] if sizes is CPU_SMOKE else []  # the Trainer allows bf16 on the CPU only then
     return [
-        "configs/quickstart.yaml",
+        "configs/quickstart.yaml", *cpu,
         "--precision", precision,
         "--max_steps", str(sizes.text_steps),
         "--max_train_samples", str(sizes.text_samples),
