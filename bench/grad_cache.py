@@ -30,8 +30,11 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 
 
-def step_point(batch: int, chunk: int, length: int, layers: int, hidden: int, repeats: int) -> dict:
-    """One (batch, chunk) point measured in this process: median step seconds and peak RSS (MB)."""
+def step_point(
+    batch: int, chunk: int, length: int, layers: int, hidden: int, repeats: int, device: str = "cpu"
+) -> dict:
+    """One (batch, chunk) point measured in this process: median step seconds and peak memory (MB): RSS on
+    the CPU, ``torch.cuda.max_memory_allocated`` on a GPU (under fp16 autocast there, as the recipes run)."""
     from transformers import BertConfig, BertModel
 
     from simcse_weince.losses import WeinceLoss
@@ -53,24 +56,33 @@ def step_point(batch: int, chunk: int, length: int, layers: int, hidden: int, re
             output_dir=tmp,
             per_device_train_batch_size=batch,
             gradient_cache_chunk_size=chunk or None,
-            use_cpu=True,
+            use_cpu=device == "cpu",
+            precision="fp32" if device == "cpu" else "fp16",
             report_to="none",
         )
         trainer = ContrastiveTrainer(model=model, args=args, loss=WeinceLoss(0.05))
+    model = trainer.model  # on the Trainer's device
     opt = torch.optim.AdamW(model.parameters(), lr=3e-5)
     inputs = {
-        "input_ids": torch.randint(1000, 30000, (batch, length)),
-        "attention_mask": torch.ones(batch, length, dtype=torch.long),
+        "input_ids": torch.randint(1000, 30000, (batch, length), device=args.device),
+        "attention_mask": torch.ones(batch, length, dtype=torch.long, device=args.device),
     }
     times = []
     for i in range(repeats + 1):
         t0 = time.perf_counter()
-        trainer.compute_loss(model, inputs).backward()
+        with trainer.compute_loss_context_manager():  # autocast when the arguments ask for it
+            loss = trainer.compute_loss(model, inputs)
+        loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if device != "cpu":
+            torch.cuda.synchronize()
         if i:  # the first step is a warm-up
             times.append(time.perf_counter() - t0)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if device == "cpu":
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    else:
+        peak = torch.cuda.max_memory_allocated() / 2**20
     return {"batch": batch, "chunk": chunk, "step_s": statistics.median(times), "peak_mb": peak}
 
 
@@ -81,7 +93,8 @@ def parse_point(text: str) -> tuple[int, int]:
 
 def run_point(batch: int, chunk: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, __file__, "--child", f"{batch}:{chunk}", "--length", str(args.length),
-           "--layers", str(args.layers), "--hidden", str(args.hidden), "--repeats", str(args.repeats)]  # fmt: skip
+           "--layers", str(args.layers), "--hidden", str(args.hidden), "--repeats", str(args.repeats),
+           "--device", args.device]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if proc.returncode != 0 or not line:
@@ -97,11 +110,14 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", type=Path, help="Also write the points and ratios here.")
+    ap.add_argument("--device", default="cpu", help="cpu (fp32, peak RSS) or cuda (fp16 autocast, peak allocated)")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # one point, in this process
     args = ap.parse_args()
     if args.child:
         b, c = parse_point(args.child)
-        print("RESULT " + json.dumps(step_point(b, c, args.length, args.layers, args.hidden, args.repeats)))
+        print(
+            "RESULT " + json.dumps(step_point(b, c, args.length, args.layers, args.hidden, args.repeats, args.device))
+        )
         return
     print(
         f"SimCSE step, BERT L{args.layers}/H{args.hidden}, len {args.length}, WEINCE, AdamW; "

@@ -132,7 +132,15 @@ def _label_loss(fn: Callable) -> Callable:
 
 
 def run_variant(
-    variant: str, model_dir: str, data: str, steps: int, batch: int, max_len: int, out: str, profile: int = 0
+    variant: str,
+    model_dir: str,
+    data: str,
+    steps: int,
+    batch: int,
+    max_len: int,
+    out: str,
+    profile: int = 0,
+    precision: str = "fp32",
 ) -> dict:
     n = steps * batch
     profiler = StepProfiler(profile) if profile else None
@@ -177,6 +185,8 @@ def run_variant(
                 "10",
                 "--dataloader_num_workers",
                 "0",
+                "--precision",
+                precision,
             ],
             callbacks=callbacks,
         )
@@ -204,6 +214,8 @@ def run_variant(
             disable_tqdm=True,
             logging_steps=10,
             dataloader_num_workers=0,
+            fp16=precision == "fp16",
+            bf16=precision == "bf16",
         )
         loss = MultipleNegativesRankingLoss(model, scale=20.0)  # τ = 0.05
         callbacks = None
@@ -237,13 +249,24 @@ def main() -> None:
         help="profile N steps of each variant (one run each) instead of measuring throughput",
     )
     ap.add_argument("--json", type=Path, help="also write each variant's medians here")
+    ap.add_argument(
+        "--precision", choices=("fp32", "fp16", "bf16"), default="fp32", help="both recipes (autocast on a GPU)"
+    )
     ap.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # child mode
     ap.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.variant:
         with tempfile.TemporaryDirectory() as out:
             res = run_variant(
-                args.variant, args.model_dir, args.data, args.steps, args.batch, args.max_len, out, args.profile
+                args.variant,
+                args.model_dir,
+                args.data,
+                args.steps,
+                args.batch,
+                args.max_len,
+                out,
+                args.profile,
+                args.precision,
             )
         print("RESULT " + json.dumps(res))
         return
@@ -274,6 +297,8 @@ def main() -> None:
                     args.data,
                     "--profile",
                     str(args.profile),
+                    "--precision",
+                    args.precision,
                 ]
                 env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -286,7 +311,7 @@ def main() -> None:
         return
     print(
         f"BERT L{args.layers}/H{args.hidden} from config, batch {args.batch}, max_len {args.max_len}, "
-        f"{args.steps} steps, {args.repeats} runs each, torch threads {torch.get_num_threads()}"
+        f"{args.steps} steps, {args.repeats} runs each, {args.precision}, torch threads {torch.get_num_threads()}"
     )
     base = statistics.median(x["sentences_per_s"] for x in results["st-mnrl"])
     print(f"{'variant':<14}{'sentences/s':>12}{'peak MB':>10}{'vs st-mnrl':>12}")

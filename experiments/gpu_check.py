@@ -3,7 +3,8 @@
     bash experiments/gpu_check.sh              # on a GPU machine: <= 8 minutes, nothing downloaded
     bash experiments/gpu_check.sh --cpu-smoke  # the same checks at toy sizes on the CPU (the test suite runs it)
 
-Checks (each in its own process, so one failure does not hide the others):
+Checks (each but the evaluation one in its own process; a failed check is a row of the table, so one failure
+does not hide the others):
 
 * ``text fp16`` / ``text bf16``: continued SimCSE training of the offline all-MiniLM-L6-v2 with WEINCE under
   that precision — finite training loss, mean λ in [0, 1], STS-B dev (a slice) before and after;
@@ -56,8 +57,10 @@ GPU = Sizes(
     text_steps=200,
     text_samples=12_800,
     eval_pairs=1_500,
-    throughput=tuple("--steps 60 --batch 64 --layers 12 --hidden 768 --repeats 1".split()),
-    grad_cache=tuple("--points 64:0 1024:0 1024:128 4096:256 --layers 12 --hidden 768 --repeats 2".split()),
+    throughput=tuple("--steps 60 --batch 64 --layers 12 --hidden 768 --repeats 1 --precision fp16".split()),
+    grad_cache=tuple(
+        "--points 64:0 1024:0 1024:128 4096:256 --layers 12 --hidden 768 --repeats 2 --device cuda".split()
+    ),
     vision_batch=512,
     vision=tuple("--num_train_epochs 1 --dataloader_num_workers 8 --probe_train_per_class 1000".split()),
     precisions=("fp16", "bf16"),
@@ -66,7 +69,7 @@ CPU_SMOKE = Sizes(
     text_steps=2,
     text_samples=64,
     eval_pairs=24,
-    throughput=tuple("--steps 3 --batch 8 --layers 1 --hidden 32 --repeats 1".split()),
+    throughput=tuple("--steps 3 --batch 8 --layers 1 --hidden 32 --repeats 1 --precision fp32".split()),
     grad_cache=tuple("--points 8:0 16:4 --layers 1 --hidden 32 --repeats 1".split()),
     vision_batch=16,
     vision=tuple(
@@ -74,6 +77,18 @@ CPU_SMOKE = Sizes(
         "--probe_test_per_class 2 --dataloader_num_workers 0".split()
     ),
     precisions=("bf16",),  # fp16 autocast needs CUDA
+)
+
+
+CHECKS = (
+    "text fp16",
+    "text bf16",
+    "throughput",
+    "grad cache",
+    "grad cache tests",
+    "vision",
+    "eval bf16",
+    "2 processes",
 )
 
 
@@ -88,12 +103,17 @@ class Row:
 def run(cmd: list[str], log: Path, env_extra: dict[str, str] | None = None, timeout: int = 600) -> str:
     """Run ``cmd`` from the repository root, its output to ``log``; return stdout; raise on failure."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false", **(env_extra or {})}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        out = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (err.stdout, err.stderr)]
+        log.write_text(out[0] + "\n--- stderr ---\n" + out[1], encoding="utf-8")
+        raise RuntimeError(f"timed out after {timeout} s (log: {log})") from None
     log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr, encoding="utf-8")
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"exit {proc.returncode}: {tail[:160]} (log: {log})")
+    if proc.returncode != 0:  # the last line of stderr, else of stdout (pytest reports there)
+        lines = proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["(no output)"]
+        raise RuntimeError(f"exit {proc.returncode}: {lines[-1][:160]} (log: {log})")
     return proc.stdout
 
 
@@ -152,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPO / "outputs/gpu_check"))
     ap.add_argument("--only", nargs="+", help="run only these checks (names as in the table's first column)")
     args = ap.parse_args(argv)
+    unknown = sorted(set(args.only or ()) - set(CHECKS))
+    if unknown:
+        print(f"error: --only: unknown check(s) {', '.join(map(repr, unknown))}; expected some of: {', '.join(CHECKS)}")
+        return 2
 
     import torch
 
@@ -175,10 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as err:  # a failed check is a row of the table, not the end of the run
             rows.append(Row(name, "FAIL", str(err), time.perf_counter() - t0))
 
+    def skip(name: str, why: str) -> None:
+        if not args.only or name in args.only:
+            rows.append(Row(name, "skipped", why))
+
     for precision in ("fp16", "bf16"):
         name = f"text {precision}"
         if precision not in sizes.precisions:
-            rows.append(Row(name, "skipped", "fp16 autocast needs CUDA"))
+            skip(name, "fp16 autocast needs CUDA")
             continue
 
         def text(precision: str = precision) -> str:
@@ -193,7 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         run([py, "bench/train_throughput.py", *sizes.throughput, "--json", str(res)], out / "throughput.log", env)
         r = check_json(res)
         ours, st = r["ours-weince"]["sentences_per_s"], r["st-mnrl"]["sentences_per_s"]
-        return f"ours (WEINCE) {ours:.0f} vs sentence-transformers {st:.0f} sentences/s: {ours / st:.2f}× (target 1.2×)"
+        prec = sizes.throughput[sizes.throughput.index("--precision") + 1]
+        return (
+            f"{prec}, both: ours (WEINCE) {ours:.0f} vs sentence-transformers {st:.0f} sentences/s: "
+            f"{ours / st:.2f}× (target 1.2×)"
+        )
 
     attempt("throughput", throughput)
 
@@ -211,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     attempt("grad cache", grad_cache)
 
     if args.cpu_smoke:  # the test suite runs them on the CPU anyway
-        rows.append(Row("grad cache tests", "skipped", "CUDA replay and fp16 scaler variants need CUDA"))
+        skip("grad cache tests", "CUDA replay and fp16 scaler variants need CUDA")
     else:
 
         def grad_cache_tests() -> str:
@@ -256,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
 
         attempt("2 processes", two_processes)
     else:
-        rows.append(Row("2 processes", "skipped", f"{gpus} GPU(s) visible; needs 2"))
+        skip("2 processes", f"{gpus} GPU(s) visible; needs 2")
 
     title = "CPU smoke (toy sizes, not figures)" if args.cpu_smoke else torch.cuda.get_device_name(0)
     print(f"\nGPU check — {title}\n")

@@ -116,7 +116,7 @@ def fit_logregs(
     device, dim, c, bs = x.device, x.shape[1], num_classes, config.batch_size
     xa = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype, device=device)], dim=1)  # (N, D + 1)
     groups = _groups(jobs, config.seed)
-    g_count, k_max = len(groups.members), groups.slot.shape[1]
+    g_count, k_max = groups.slot.shape
     exists = groups.slot >= 0
 
     w0, b0 = initial_linear(dim, c, config.seed)
@@ -187,10 +187,6 @@ class _Groups:
     dev_rows: list[np.ndarray]  # per group
     rngs: list[np.random.RandomState]  # per group: the permutations of its members (all draw the same)
 
-    @property
-    def members(self) -> list[np.ndarray]:
-        return [s[s >= 0] for s in self.slot]
-
 
 def _groups(jobs: Sequence[Job], seed: int) -> _Groups:
     rngs = [np.random.RandomState(seed) for _ in jobs]  # each model's np.random.seed(seed)
@@ -202,6 +198,11 @@ def _groups(jobs: Sequence[Job], seed: int) -> _Groups:
             split.append((job.train[perm[n_dev:]], job.train[perm[:n_dev]]))
         else:
             split.append((job.train, job.dev))
+        if len(split[-1][0]) == 0 or len(split[-1][1]) == 0:
+            raise ValueError(
+                f"a classifier needs training and validation rows; got {len(split[-1][0])} and {len(split[-1][1])} "
+                f"(from {len(job.train)} training rows)"
+            )
     by_rows: dict[tuple[bytes, bytes], list[int]] = {}
     for m, (tr, dv) in enumerate(split):
         by_rows.setdefault((np.asarray(tr).tobytes(), np.asarray(dv).tobytes()), []).append(m)

@@ -152,6 +152,15 @@ class ContrastiveTrainingArguments(TrainingArguments):
                     f"gradient_cache_chunk_size is not supported with {name} (its backward is not the plain "
                     f"autograd backward the cache replays into); got {name}={getattr(self, name)!r}"
                 )
+        gpus = torch.cuda.device_count()
+        if gpus > 1 and not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) == 1:
+            # One process on several GPUs is DataParallel: its replicas draw dropout from generators the
+            # replay does not restore, so the re-run chunks would see other masks than the cached pass.
+            raise ValueError(
+                f"gradient_cache_chunk_size needs one process per GPU, but this single process sees {gpus} GPUs "
+                "(DataParallel); launch with `accelerate launch --multi_gpu --num_processes N` or set "
+                "CUDA_VISIBLE_DEVICES to one GPU"
+            )
 
     def __getstate__(self) -> dict:
         # The Trainer pickles its arguments next to every checkpoint (training_args.bin): secrets stay out.

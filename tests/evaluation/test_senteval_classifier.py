@@ -36,6 +36,10 @@ def test_batched_fits_equal_the_per_model_loop(cfg: ClassifierConfig) -> None:
         Job(idx[:150], idx[150:], 1e-2),  # different sizes: ragged last batches
         Job(idx[40:], None, 1e-3),  # SentEval's validation_split 0.05
         Job(np.sort(idx[:201]), idx[201:], 1e-4),
+        # groups of several models: penalties sharing rows (and permutations), stopping at different epochs
+        Job(idx[:180], idx[180:], 1e-3),
+        Job(idx[:180], idx[180:], 1e-2),
+        Job(idx[40:], None, 1e-2),
     ]
     fitted = fit_logregs(x, y, jobs, 3, cfg)
     for m, job in enumerate(jobs):
@@ -55,3 +59,9 @@ def test_initial_weights_are_nn_linear_under_the_seed_and_leave_the_rng_alone() 
     torch.manual_seed(1111)
     layer = torch.nn.Linear(7, 2)
     assert torch.equal(w, layer.weight.detach().T) and torch.equal(b, layer.bias.detach())
+
+
+def test_a_job_without_validation_rows_is_refused() -> None:
+    x, y = _data(40)
+    with pytest.raises(ValueError, match="needs training and validation rows; got 10 and 0"):
+        fit_logregs(x, y, [Job(np.arange(10), np.arange(0), 1e-3)], 3, TEST_CONFIG)

@@ -67,3 +67,13 @@ def test_cpu_smoke_runs_every_check(tmp_path: Path) -> None:
         "2 processes": "skipped",
     }, proc.stdout[-3000:]
     assert (tmp_path / "text_bf16" / "results.json").is_file() and (tmp_path / "vision" / "results.json").is_file()
+
+
+def test_unknown_check_name_is_one_line_error(capsys: pytest.CaptureFixture) -> None:
+    from experiments.gpu_check import main
+
+    assert main(["--cpu-smoke", "--only", "vision", "text bf17"]) == 2
+    out = capsys.readouterr().out.strip()
+    assert (
+        out.startswith("error: --only: unknown check(s) 'text bf17'; expected some of: text fp16") and "\n" not in out
+    )

@@ -160,3 +160,11 @@ def test_invalid_chunk_settings_are_refused(kwargs: dict, message: str, tmp_path
         ContrastiveTrainingArguments(output_dir=str(tmp_path), gradient_cache_chunk_size=8).gradient_cache_chunk_size
         == 8
     )
+
+
+def test_one_process_on_several_gpus_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(ValueError, match="needs one process per GPU, but this single process sees 2 GPUs"):
+        ContrastiveTrainingArguments(output_dir=str(tmp_path), gradient_cache_chunk_size=8)
+    ContrastiveTrainingArguments(output_dir=str(tmp_path), gradient_cache_chunk_size=8, use_cpu=True)  # CPU: fine
