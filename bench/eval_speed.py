@@ -5,9 +5,11 @@ on the same model and pairs, plus the wall time of the full 7-task STS suite. Ra
     .venv/bin/python bench/eval_speed.py --classifiers [--mode test] [--tasks MR,CR,...] [--embeddings FILE]
 
 ``--classifiers`` times the transfer tasks' classifier phase instead: every task's sentences are encoded once
-(not timed), then the same embeddings go through SentEval's protocol (this project's batched PyTorch
-implementation, ``--classifier senteval``) and through the scikit-learn protocol (``--classifier sklearn``),
-task by task, alternating which goes first; it prints both times, their ratio and both accuracies.
+(not timed; on the GPU when there is one), then the same embeddings go through SentEval's protocol (this
+project's batched PyTorch implementation, ``--classifier senteval``, on the GPU when there is one) and through
+the scikit-learn protocol (``--classifier sklearn``, CPU), task by task, alternating which goes first; it prints
+both times, their ratio and both accuracies. Thread counts matter on a CPU: set ``OMP_NUM_THREADS`` alike for
+both (scikit-learn's solver slowed 5x on a busy 2-core machine with 2 BLAS threads).
 ``--embeddings FILE`` keeps the embeddings (a pickle of sentence -> vector) between runs: the first run writes
 it, later runs skip the encoding (about 13 minutes of MiniLM on 2 CPU cores).
 
@@ -20,6 +22,7 @@ with its defaults (batch 16). The project's ``--precision bf16`` path (autocast)
 from __future__ import annotations
 
 import argparse
+import json
 import pickle
 import statistics
 import time
@@ -42,6 +45,7 @@ def main() -> None:
     ap.add_argument("--classifiers", action="store_true", help="time the transfer classifiers instead")
     ap.add_argument("--mode", choices=("test", "fast"), default="test")
     ap.add_argument("--tasks", default="transfer")
+    ap.add_argument("--json", help="--classifiers: also write the timings and results here")
     ap.add_argument("--embeddings", help="--classifiers: a pickle of the embeddings, read if present, else written")
     args = ap.parse_args()
     if args.classifiers:
@@ -93,7 +97,8 @@ def time_classifiers(args: argparse.Namespace) -> None:
     from simcse_weince.evaluation.transfer import evaluate_transfer
 
     loaded = load_tasks(args.tasks, args.mode, senteval_root())
-    cached = CachingEncoder(load_text_encoder(resolve_model_path(args.model), device="cpu"))
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # the encoder's and the batched classifiers' device
+    cached = CachingEncoder(load_text_encoder(resolve_model_path(args.model), device=device))
     store = Path(args.embeddings) if args.embeddings else None
     if store is not None and store.is_file():
         saved = pickle.loads(store.read_bytes())
@@ -101,9 +106,10 @@ def time_classifiers(args: argparse.Namespace) -> None:
             raise SystemExit(f"error: {store} holds embeddings of {saved['model']}, not {args.model}")
         cached.cache.update(saved["cache"])
     k, max_iter, config = (5, 200, FAST_CONFIG) if args.mode == "fast" else (10, 1000, TEST_CONFIG)
-    print(f"model {args.model} · mode {args.mode} · torch threads {torch.get_num_threads()}")
+    print(f"model {args.model} · mode {args.mode} · {device} · torch threads {torch.get_num_threads()}")
     print(f"{'task':<6}{'senteval s':>12}{'sklearn s':>12}{'ratio':>8}{'senteval acc':>14}{'sklearn acc':>13}")
     totals = {"senteval": 0.0, "sklearn": 0.0}
+    rows = []
     for i, (name, task) in enumerate(loaded.transfer.items()):
         order = ("senteval", "sklearn") if i % 2 == 0 else ("sklearn", "senteval")
         for split in task.splits.values():  # encode once, outside the timing
@@ -112,9 +118,12 @@ def time_classifiers(args: argparse.Namespace) -> None:
             store.write_bytes(pickle.dumps({"model": args.model, "cache": cached.cache}))
         res = {}
         for clf in order:
-            res[clf] = evaluate_transfer(cached, task, k=k, max_iter=max_iter, classifier=clf, config=config)
+            res[clf] = evaluate_transfer(
+                cached, task, k=k, max_iter=max_iter, classifier=clf, config=config, device=device
+            )
             totals[clf] += res[clf].classifier_seconds
         se, sk = res["senteval"], res["sklearn"]
+        rows.append({"task": name, "senteval": se.to_dict(), "sklearn": sk.to_dict()})
         print(
             f"{name:<6}{se.classifier_seconds:12.1f}{sk.classifier_seconds:12.1f}"
             f"{sk.classifier_seconds / se.classifier_seconds:8.2f}{se.test_acc:14.2f}{sk.test_acc:13.2f}",
@@ -124,6 +133,8 @@ def time_classifiers(args: argparse.Namespace) -> None:
         f"{'all':<6}{totals['senteval']:12.1f}{totals['sklearn']:12.1f}{totals['sklearn'] / totals['senteval']:8.2f}"
         "   (target: sklearn / senteval >= 5 in test mode)"
     )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": device, "totals": totals, "tasks": rows}, indent=2))
 
 
 if __name__ == "__main__":

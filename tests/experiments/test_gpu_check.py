@@ -64,6 +64,7 @@ def test_cpu_smoke_runs_every_check(tmp_path: Path) -> None:
         "grad cache tests": "skipped",
         "vision": "ok",
         "eval bf16": "ok",
+        "transfer classifiers": "ok",
         "2 processes": "skipped",
     }, proc.stdout[-3000:]
     assert (tmp_path / "text_bf16" / "results.json").is_file() and (tmp_path / "vision" / "results.json").is_file()
