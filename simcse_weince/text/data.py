@@ -9,6 +9,7 @@ token cache (:mod:`simcse_weince.text.token_cache`), which stores each sentence'
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import logging
 from collections.abc import Iterator, Sequence
@@ -69,8 +70,10 @@ def _decode_chunk(chunk: bytes, path: Path, first: bool, offset: int, line: int)
     """``chunk`` (whole lines starting at byte ``offset``, line ``line``) decoded; a BOM is dropped at the
     start of the file. Invalid UTF-8 raises the same ``path:line`` error as :func:`decode_utf8` on the
     whole file."""
+    if first and chunk.startswith(codecs.BOM_UTF8):  # positions in errors stay those of the file
+        chunk, offset = chunk[len(codecs.BOM_UTF8) :], offset + len(codecs.BOM_UTF8)
     try:
-        return chunk.decode("utf-8-sig" if first else "utf-8")
+        return chunk.decode("utf-8")
     except UnicodeDecodeError as err:
         bad_line = line + chunk[: err.start].count(b"\n")
         raise ValueError(

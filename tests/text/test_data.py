@@ -102,6 +102,14 @@ def test_invalid_utf8_in_a_later_chunk_names_line_and_byte(tmp_path: Path, chunk
         list(iter_sentences(f, chunk_bytes=chunk_bytes))
 
 
+@pytest.mark.parametrize("chunk_bytes", [4, 1 << 22])
+def test_invalid_utf8_after_a_bom_names_the_file_line_and_byte(tmp_path: Path, chunk_bytes: int) -> None:
+    f = tmp_path / "bom.txt"
+    f.write_bytes(b"\xef\xbb\xbfab\ncd\xff\n")  # the BOM counts in the byte position
+    with pytest.raises(ValueError, match=r"bom\.txt:2: invalid UTF-8 at byte 8 "):
+        list(iter_sentences(f, chunk_bytes=chunk_bytes))
+
+
 def test_gzip_and_directory_errors(tmp_path: Path) -> None:
     import gzip
 
