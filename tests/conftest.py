@@ -1,4 +1,4 @@
-"""Test-wide settings: offline Hugging Face, few threads, the shared data folder."""
+"""Test-wide settings: offline Hugging Face, few threads, the shared data folder, token caches in a temporary folder."""
 
 from __future__ import annotations
 
@@ -73,3 +73,18 @@ def tiny_bert_weights_dir(tiny_bert_dir: Path, tmp_path_factory) -> Path:
     AutoModel.from_config(AutoConfig.from_pretrained(tiny_bert_dir)).save_pretrained(folder)
     AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def token_cache_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("hf-datasets-cache")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_token_cache(token_cache_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training runs in tests build their token caches in a temporary folder, not the user's HF cache."""
+    import datasets
+
+    # the attribute for this process, the variable for the subprocesses (accelerate launch) that read it
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", token_cache_home)
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(token_cache_home))
