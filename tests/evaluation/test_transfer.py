@@ -222,3 +222,28 @@ def test_runner_shows_classifier_progress_and_one_table(capsys: pytest.CaptureFi
     acc = report.transfer["T"].test_acc
     assert table[2] == "| STS-B | SICK-R | STS Avg. | T | Transfer Avg. |"
     assert table[4] == f"| 80.00 | 70.00 | 75.00 | {acc:.2f} | {acc:.2f} |"
+
+
+def test_sklearn_fits_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scikit-learn path pins BLAS to one thread during its fits (measured: 2 threads 19× slower on 2 cores,
+    and a 16-core GPU machine never finished CR in test mode), and restores the caller's setting after."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import simcse_weince.evaluation.transfer as transfer
+
+    seen: list[int] = []
+    real_fit = transfer._fit
+
+    def spy(*args, **kwargs):
+        seen.extend(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(transfer, "_fit", spy)
+    x, y = _blobs(60, 4, 2, sep=8.0)
+    names = [f"s{i}" for i in range(60)]
+    task = TransferTask("T", "test", {"train": Split(names[:40], y[:40]), "test": Split(names[40:], y[40:])}, 2)
+    with threadpool_limits(limits=2, user_api="blas"):
+        evaluate_transfer(_Lookup(dict(zip(names, x, strict=True))), task, k=2)
+        after = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    assert seen and set(seen) == {1}
+    assert after and set(after) == {2}
