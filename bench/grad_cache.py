@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -26,8 +25,7 @@ import time
 from pathlib import Path
 
 import torch
-
-REPO = Path(__file__).resolve().parents[1]
+from common import bert_config, child_env
 
 
 def step_point(
@@ -35,7 +33,7 @@ def step_point(
 ) -> dict:
     """One (batch, chunk) point measured in this process: median step seconds and peak memory (MB): RSS on
     the CPU, ``torch.cuda.max_memory_allocated`` on a GPU (under fp16 autocast there, as the recipes run)."""
-    from transformers import BertConfig, BertModel
+    from transformers import BertModel
 
     from simcse_weince.losses import WeinceLoss
     from simcse_weince.text.model import SimCSEModel
@@ -43,13 +41,7 @@ def step_point(
     from simcse_weince.training.trainer import ContrastiveTrainer
 
     torch.manual_seed(0)
-    cfg = BertConfig(
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=max(1, hidden // 64),
-        intermediate_size=4 * hidden,
-        max_position_embeddings=max(512, length),
-    )
+    cfg = bert_config(layers, hidden, length)
     model = SimCSEModel(BertModel(cfg, add_pooling_layer=False), pooler="cls").train()
     with tempfile.TemporaryDirectory() as tmp:
         args = ContrastiveTrainingArguments(
@@ -95,7 +87,7 @@ def run_point(batch: int, chunk: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, __file__, "--child", f"{batch}:{chunk}", "--length", str(args.length),
            "--layers", str(args.layers), "--hidden", str(args.hidden), "--repeats", str(args.repeats),
            "--device", args.device]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if proc.returncode != 0 or not line:
         raise SystemExit(f"point {batch}:{chunk} failed:\n{proc.stderr[-3000:]}")

@@ -33,25 +33,19 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from common import bert_config, child_env, wiki_sample
 
-REPO = Path(__file__).resolve().parents[1]
 WIDTHS = (12, 7, 9, 8, 9, 7, 11, 11)  # columns of the training-text table after the label
-WIKI = REPO.parent / "shared/data/wiki1m_sample/wiki1m_for_simcse.head1280000bytes.txt"
+WIKI = wiki_sample()
 
 
 def step_point(batch: int, length: int, layers: int, hidden: int, repeats: int) -> dict:
-    from transformers import BertConfig, BertModel
+    from transformers import BertModel
 
     from simcse_weince.losses import WeinceLoss
 
     torch.manual_seed(0)
-    cfg = BertConfig(
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=max(1, hidden // 64),
-        intermediate_size=4 * hidden,
-        max_position_embeddings=max(512, length),
-    )
+    cfg = bert_config(layers, hidden, length)
     model = BertModel(cfg, add_pooling_layer=False).train()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-5)
     loss_fn = WeinceLoss(0.05)
@@ -140,7 +134,7 @@ def data_point(mode: str, path: str, cache_root: str) -> dict:
 
 
 def run_data_point(mode: str, path: Path, cache_root: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    env = child_env(HF_HUB_OFFLINE="1")
     cmd = [sys.executable, __file__, "--data-point", mode, str(path), str(cache_root)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
@@ -235,7 +229,7 @@ def step_scaling(args: argparse.Namespace) -> None:
             "--repeats",
             str(args.repeats),
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
         line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
         if proc.returncode != 0 or not line:
             raise SystemExit(f"point {b}x{n} failed:\n{proc.stderr[-3000:]}")

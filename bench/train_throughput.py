@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -34,23 +33,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from common import bert_config, child_env, wiki_sample
 
-REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("ours-infonce", "ours-weince", "st-mnrl")
 
 
 def make_model(folder: Path, layers: int, hidden: int) -> None:
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoTokenizer, BertModel
 
     from simcse_weince.paths import OFFLINE_MINILM, resolve_model_path
 
     torch.manual_seed(0)
-    cfg = BertConfig(
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=max(1, hidden // 64),
-        intermediate_size=4 * hidden,
-    )
+    cfg = bert_config(layers, hidden)
     BertModel(cfg).save_pretrained(folder)
     AutoTokenizer.from_pretrained(resolve_model_path(OFFLINE_MINILM)).save_pretrained(folder)
 
@@ -239,9 +233,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument(
-        "--data", default=str(REPO.parent / "shared/data/wiki1m_sample/wiki1m_for_simcse.head1280000bytes.txt")
-    )
+    ap.add_argument("--data", default=str(wiki_sample()))
     ap.add_argument(
         "--profile",
         type=int,
@@ -301,7 +293,7 @@ def main() -> None:
                     "--precision",
                     args.precision,
                 ]
-                env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
+                env = child_env(TOKENIZERS_PARALLELISM="false")
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
                 line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
                 if proc.returncode != 0 or not line:

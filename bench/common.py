@@ -1,0 +1,37 @@
+"""What the benchmark scripts share: the repository, the environment of their child processes, the real
+training text they read, and the BERT shape they build (random weights, nothing downloaded)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a measured child process: the repository first on ``PYTHONPATH``, the
+    caller's entries kept after it (packages installed outside site-packages stay importable)."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def wiki_sample() -> Path:
+    """The real Wikipedia sample: under ``$SIMCSE_WEINCE_DATA`` when set, else ``../shared/data``."""
+    from simcse_weince.paths import data_root
+
+    root = data_root() or REPO.parent / "shared" / "data"
+    return root / "wiki1m_sample" / "wiki1m_for_simcse.head1280000bytes.txt"
+
+
+def bert_config(layers: int, hidden: int, length: int = 512):
+    """A BERT of ``layers`` × ``hidden`` (BERT-base's proportions: 64-wide heads, 4× feed-forward)."""
+    from transformers import BertConfig
+
+    return BertConfig(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 64),
+        intermediate_size=4 * hidden,
+        max_position_embeddings=max(512, length),
+    )
