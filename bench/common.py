@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import BertConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,7 +28,7 @@ def wiki_sample() -> Path:
     return root / "wiki1m_sample" / "wiki1m_for_simcse.head1280000bytes.txt"
 
 
-def bert_config(layers: int, hidden: int, length: int = 512):
+def bert_config(layers: int, hidden: int, length: int = 512) -> BertConfig:
     """A BERT of ``layers`` × ``hidden`` (BERT-base's proportions: 64-wide heads, 4× feed-forward)."""
     from transformers import BertConfig
 

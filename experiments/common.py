@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 def run_module(module: str, args: Sequence[str], log: Path) -> None:
     """Run ``python -m module args`` in a fresh process (its own RNG streams and memory); log to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)  # the caller's kept
+    env = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}
     with log.open("w") as f:
         proc = subprocess.run([sys.executable, "-m", module, *args], stdout=f, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:

@@ -1,6 +1,6 @@
 """The prepared GPU check: every GPU code path of the project in one short run, one table at the end.
 
-    bash experiments/gpu_check.sh              # on a GPU machine: <= 8 minutes, nothing downloaded
+    bash experiments/gpu_check.sh              # on a GPU machine (H200: 6 min without throughput), no downloads
     bash experiments/gpu_check.sh --cpu-smoke  # the same checks at toy sizes on the CPU (the test suite runs it)
 
 Checks (each but the evaluation one in its own process; a failed check is a row of the table, so one failure
@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,7 +44,7 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 @dataclass(frozen=True)
 class Sizes:
-    """How big each check is: the GPU sizes fit 8 minutes on one GPU; the CPU smoke sizes a few minutes."""
+    """How big each check is: the GPU sizes took 6 min on an H200 (throughput unmeasured); CPU smoke a few min."""
 
     text_steps: int
     text_samples: int
@@ -112,12 +113,19 @@ def run(cmd: list[str], log: Path, env_extra: dict[str, str] | None = None, time
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false", **(env_extra or {})}
     log.parent.mkdir(parents=True, exist_ok=True)
+    # its own process group, so that a timeout also ends what it started (bench children, accelerate workers),
+    # which would otherwise keep the GPU busy under the next check
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as err:
-        out = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (err.stdout, err.stderr)]
-        log.write_text(out[0] + "\n--- stderr ---\n" + out[1], encoding="utf-8")
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        log.write_text(stdout + "\n--- stderr ---\n" + stderr, encoding="utf-8")
         raise RuntimeError(f"timed out after {timeout} s (log: {log})") from None
+    proc = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr, encoding="utf-8")
     if proc.returncode != 0:  # the last line of stderr, else of stdout (pytest reports there)
         lines = proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["(no output)"]
@@ -189,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--check-timeout", type=int, default=600, help="seconds before a check is a FAIL row")
     args = ap.parse_args(argv)
+    if args.check_timeout < 1:
+        print(f"error: --check-timeout {args.check_timeout}: expected a number of seconds >= 1")
+        return 2
     unknown = sorted(set(args.only or ()) - set(CHECKS))
     if unknown:
         print(f"error: --only: unknown check(s) {', '.join(map(repr, unknown))}; expected some of: {', '.join(CHECKS)}")

