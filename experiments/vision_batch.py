@@ -57,7 +57,8 @@ def main() -> None:
 
 
 def batch_table(runs: dict[tuple[str, int], dict[int, dict]], seeds: list[int]) -> tuple[str, dict]:
-    """Markdown rows per (loss, batch) and per loss the paired difference 512 − 128, over the seeds."""
+    """Markdown rows per (loss, batch), per loss the paired difference 512 − 128, and with both losses the
+    paired A/B (WEINCE − InfoNCE) at each batch and its change from 128 to 512, over the seeds."""
     cols = [*METRICS, *DIAGNOSTICS]
     names = {"lambda": "mean λ", "delta_aic": "mean ΔAIC", "rho": "mean ρ"}
     lines = [
@@ -89,6 +90,20 @@ def batch_table(runs: dict[tuple[str, int], dict[int, dict]], seeds: list[int]) 
             }
             summary["difference"][loss] = diffs
             lines.append(f"| {loss} | 512 − 128 (paired) | | " + " | ".join(cell(diffs[c]) for c in cols) + " |")
+    # the A/B at each batch size, and how it changes with 4× the negatives (the interaction), paired by seed
+    gaps: dict[int, dict[str, list[float]]] = {}
+    for batch in (128, 512):
+        if ("weince", batch) in runs and ("infonce", batch) in runs:
+            w, i = runs[("weince", batch)], runs[("infonce", batch)]
+            gaps[batch] = {c: [w[s][c] - i[s][c] for s in seeds] for c in METRICS}
+            row = " | ".join(cell(gaps[batch][c]) if c in METRICS else "–" for c in cols)
+            lines.append(f"| weince − infonce (paired) | {batch} | | {row} |")
+    summary["weince_minus_infonce"] = {str(b): g for b, g in gaps.items()}
+    if len(gaps) == 2:
+        inter = {c: [b - a for a, b in zip(gaps[128][c], gaps[512][c], strict=True)] for c in METRICS}
+        summary["interaction"] = inter
+        row = " | ".join(cell(inter[c]) if c in METRICS else "–" for c in cols)
+        lines.append(f"| (weince − infonce) at 512 − at 128 | | | {row} |")
     return "\n".join(lines), summary
 
 
