@@ -1,6 +1,6 @@
 """Does WEINCE behave differently when the tail has more negatives? Batch 128 vs batch 512, CPU scale.
 
-    .venv/bin/python -m experiments.vision_batch [--seeds 0 1 2] [--losses weince] [--epochs 5]
+    .venv/bin/python -m experiments.vision_batch [--seeds 0 1 2] [--losses infonce weince] [--epochs 5]
 
 The vision quickstart recipe (slim ResNet-18, 5,000-image CIFAR-10 subset, τ 0.5) for ``--epochs`` epochs at
 batch 128 and at batch 512 with ``gradient_cache_chunk_size 128``: the batch-norm layers see 128 images in both
@@ -27,7 +27,7 @@ COMMON = ("--eval_before_training", "false", "--disable_tqdm", "true")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--losses", nargs="+", default=["weince"])
+    ap.add_argument("--losses", nargs="+", default=["infonce", "weince"])
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--config", default=str(REPO / "configs/vision/quickstart_cifar10_cpu.yaml"))
     ap.add_argument("--runs_dir", default=str(REPO / "outputs/experiments"))
