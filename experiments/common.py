@@ -14,11 +14,17 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a child run: the repository first on ``PYTHONPATH``, the caller's entries
+    kept after it (packages installed outside site-packages stay importable), tokenizer threads off, ``extra``."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false", **extra}
+
+
 def run_module(module: str, args: Sequence[str], log: Path) -> None:
     """Run ``python -m module args`` in a fresh process (its own RNG streams and memory); log to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)  # the caller's kept
-    env = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}
+    env = child_env()
     with log.open("w") as f:
         proc = subprocess.run([sys.executable, "-m", module, *args], stdout=f, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:

@@ -38,7 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from experiments.common import REPO, child_env
+
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -110,8 +111,7 @@ class Row:
 def run(cmd: list[str], log: Path, env_extra: dict[str, str] | None = None, timeout: int = 600) -> str:
     """Run ``cmd`` from the repository root, its output to ``log``; return stdout; raise on failure (also after
     ``timeout`` seconds). The repository goes first on ``PYTHONPATH``; the caller's entries are kept after it."""
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false", **(env_extra or {})}
+    env = child_env(**(env_extra or {}))
     log.parent.mkdir(parents=True, exist_ok=True)
     # its own process group, so that a timeout also ends what it started (bench children, accelerate workers),
     # which would otherwise keep the GPU busy under the next check
@@ -203,6 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.only or ()) - set(CHECKS))
     if unknown:
         print(f"error: --only: unknown check(s) {', '.join(map(repr, unknown))}; expected some of: {', '.join(CHECKS)}")
+        return 2
+
+    from simcse_weince.paths import ModelSourceError, check_model_source
+
+    try:  # before anything heavy: a bad --model (or $SIMCSE_WEINCE_MINILM) would otherwise fail every check
+        check_model_source(args.model)
+    except ModelSourceError as err:
+        print(f"error: --model: {err}")
         return 2
 
     import torch

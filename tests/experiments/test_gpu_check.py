@@ -107,3 +107,12 @@ def test_bad_check_timeout_is_one_line_error(capsys: pytest.CaptureFixture) -> N
 
     assert main(["--cpu-smoke", "--check-timeout", "0"]) == 2
     assert capsys.readouterr().out.strip() == "error: --check-timeout 0: expected a number of seconds >= 1"
+
+
+def test_bad_model_is_one_line_error_before_any_check(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from experiments.gpu_check import main
+
+    assert main(["--cpu-smoke", "--model", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 2
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("error: --model: model ") and "no such path" in out and "\n" not in out
+    assert not (tmp_path / "out").exists()
