@@ -47,6 +47,12 @@ def main() -> None:
     ap.add_argument("--tasks", default="transfer")
     ap.add_argument("--json", help="--classifiers: also write the timings and results here")
     ap.add_argument("--embeddings", help="--classifiers: a pickle of the embeddings, read if present, else written")
+    ap.add_argument(
+        "--engines",
+        default="auto",
+        help="--classifiers: the SentEval classifier's engines to time, comma-separated (auto, eager, static, "
+        "graph); the first is the one compared with scikit-learn",
+    )
     args = ap.parse_args()
     if args.classifiers:
         time_classifiers(args)
@@ -93,11 +99,18 @@ def main() -> None:
 def time_classifiers(args: argparse.Namespace) -> None:
     """Classifier phase of the transfer tasks: senteval (batched PyTorch) vs sklearn on the same embeddings."""
     from simcse_weince.evaluation.runner import CachingEncoder, load_tasks
-    from simcse_weince.evaluation.senteval_classifier import FAST_CONFIG, TEST_CONFIG
+    from simcse_weince.evaluation.senteval_classifier import ENGINES, FAST_CONFIG, TEST_CONFIG
     from simcse_weince.evaluation.transfer import evaluate_transfer
 
-    loaded = load_tasks(args.tasks, args.mode, senteval_root())
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the encoder's and the batched classifiers' device
+    engines = list(dict.fromkeys(args.engines.split(",")))
+    bad = [e for e in engines if e not in ENGINES or (e == "graph" and device != "cuda")]
+    if bad:
+        raise SystemExit(
+            f"error: --engines {args.engines!r}: {bad[0]!r} is not one of {', '.join(ENGINES)} "
+            "('graph' needs a CUDA device)"
+        )
+    loaded = load_tasks(args.tasks, args.mode, senteval_root())
     cached = CachingEncoder(load_text_encoder(resolve_model_path(args.model), device=device))
     store = Path(args.embeddings) if args.embeddings else None
     if store is not None and store.is_file():
@@ -107,34 +120,48 @@ def time_classifiers(args: argparse.Namespace) -> None:
         cached.cache.update(saved["cache"])
     k, max_iter, config = (5, 200, FAST_CONFIG) if args.mode == "fast" else (10, 1000, TEST_CONFIG)
     print(f"model {args.model} · mode {args.mode} · {device} · torch threads {torch.get_num_threads()}")
-    print(f"{'task':<6}{'senteval s':>12}{'sklearn s':>12}{'ratio':>8}{'senteval acc':>14}{'sklearn acc':>13}")
-    totals = {"senteval": 0.0, "sklearn": 0.0}
+    extra = "".join(f"{e + ' s':>12}{'ratio':>7}" for e in engines[1:])
+    print(f"{'task':<6}{'senteval s':>12}{'sklearn s':>12}{'ratio':>8}{'senteval acc':>14}{'sklearn acc':>13}{extra}")
+    runs = ["sklearn", *(f"senteval/{e}" for e in engines)]
+    totals = dict.fromkeys(runs, 0.0)
     rows = []
     for i, (name, task) in enumerate(loaded.transfer.items()):
-        order = ("senteval", "sklearn") if i % 2 == 0 else ("sklearn", "senteval")
+        order = runs[1:] + runs[:1] if i % 2 == 0 else runs  # alternate which goes first
         for split in task.splits.values():  # encode once, outside the timing
             cached.encode(split.sentences + (split.sentences2 or []))
         if store is not None:
             store.write_bytes(pickle.dumps({"model": args.model, "cache": cached.cache}))
         res = {}
-        for clf in order:
-            res[clf] = evaluate_transfer(
-                cached, task, k=k, max_iter=max_iter, classifier=clf, config=config, device=device
-            )
-            totals[clf] += res[clf].classifier_seconds
-        se, sk = res["senteval"], res["sklearn"]
+        for run in order:
+            clf, _, engine = run.partition("/")
+            res[run] = evaluate_transfer(
+                cached, task, k=k, max_iter=max_iter, classifier=clf, config=config, device=device,
+                engine=engine or "auto",
+            )  # fmt: skip
+            totals[run] += res[run].classifier_seconds
+        se, sk = res[runs[1]], res["sklearn"]
         rows.append({"task": name, "senteval": se.to_dict(), "sklearn": sk.to_dict()})
+        rows[-1]["engines"] = {e: res[f"senteval/{e}"].to_dict() for e in engines}
+        line = "".join(
+            f"{res[r].classifier_seconds:12.1f}{sk.classifier_seconds / res[r].classifier_seconds:7.2f}"
+            for r in runs[2:]
+        )
         print(
             f"{name:<6}{se.classifier_seconds:12.1f}{sk.classifier_seconds:12.1f}"
-            f"{sk.classifier_seconds / se.classifier_seconds:8.2f}{se.test_acc:14.2f}{sk.test_acc:13.2f}",
+            f"{sk.classifier_seconds / se.classifier_seconds:8.2f}{se.test_acc:14.2f}{sk.test_acc:13.2f}{line}",
             flush=True,
         )
+    se_total = totals[runs[1]]
+    line = "".join(f"{totals[r]:12.1f}{totals['sklearn'] / totals[r]:7.2f}" for r in runs[2:])
     print(
-        f"{'all':<6}{totals['senteval']:12.1f}{totals['sklearn']:12.1f}{totals['sklearn'] / totals['senteval']:8.2f}"
+        f"{'all':<6}{se_total:12.1f}{totals['sklearn']:12.1f}{totals['sklearn'] / se_total:8.2f}{'':27}{line}"
         "   (target: sklearn / senteval >= 5 in test mode)"
     )
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": device, "totals": totals, "tasks": rows}, indent=2))
+        summary = {"senteval": se_total, "sklearn": totals["sklearn"]}
+        engine_totals = {e: totals[f"senteval/{e}"] for e in engines}
+        out = {"device": device, "totals": summary, "engine_totals": engine_totals, "tasks": rows}
+        Path(args.json).write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

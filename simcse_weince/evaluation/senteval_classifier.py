@@ -24,10 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import torch
+
+from simcse_weince.evaluation.logreg_steps import Optimiser, StaticPasses, eager_step, relative_logits
+
+Engine = Literal["auto", "eager", "static", "graph"]
+ENGINES: tuple[str, ...] = get_args(Engine)
 
 L2_GRID: tuple[float, ...] = tuple(10.0**t for t in range(-5, -1))  # SentEval's PyTorch grid: 1e-5 … 1e-2
 VALIDATION_SPLIT = 0.05
@@ -91,6 +96,7 @@ def fit_logregs(
     num_classes: int,
     config: ClassifierConfig,
     progress: Callable[[int, int], None] | None = None,
+    engine: Engine = "auto",
 ) -> Fitted:
     """Train every job's logistic regression as SentEval's ``MLP(nhid=0).fit`` would, all at once.
 
@@ -99,8 +105,13 @@ def fit_logregs(
     and multiplied by all its members' weights together. The bias is folded into the weights (a column of
     ones appended to the features: ``[x, 1] · [W; b]``), so each step is one gather, two batched products and
     one optimiser update over all live groups. A model that has stopped keeps training with its group (its
-    best weights are already kept, and nothing reads it again); a group whose models have all stopped is
-    dropped at the end of the epoch.
+    best weights are already kept, and nothing reads it again); with the ``"eager"`` engine a group whose
+    models have all stopped is dropped at the end of the epoch.
+
+    Engines (:mod:`~simcse_weince.evaluation.logreg_steps`), the same arithmetic: ``"eager"`` (shapes follow
+    the data, finished groups dropped: fewest operations, the CPU's default), ``"static"`` (every step one
+    fixed shape, masks for short batches, no group dropped) and ``"graph"`` (``"static"`` with its step
+    replayed as a CUDA graph: a GPU's default, where ~30 kernel launches a step cost more than their arithmetic).
 
     Args:
         x: (N, D) float32 features on the device to train on.
@@ -109,11 +120,17 @@ def fit_logregs(
         num_classes: C.
         config: SentEval's classifier settings.
         progress: called after every epoch with (passes so far, models still training).
+        engine: ``"auto"`` (``"graph"`` on a CUDA device, else ``"eager"``), ``"eager"``, ``"static"`` or
+            ``"graph"`` (CUDA only).
 
     Returns:
         :class:`Fitted` with the best (by validation accuracy) weights of each job.
     """
     device, dim, c, bs = x.device, x.shape[1], num_classes, config.batch_size
+    if engine == "auto":
+        engine = "graph" if device.type == "cuda" else "eager"
+    if engine not in ENGINES or (engine == "graph" and device.type != "cuda"):
+        raise ValueError(f"engine must be one of {ENGINES} ('graph' on a CUDA device), got {engine!r} on {device}")
     xa = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype, device=device)], dim=1)  # (N, D + 1)
     groups = _groups(jobs, config.seed)
     g_count, k_max = groups.slot.shape
@@ -126,7 +143,11 @@ def fit_logregs(
     l2 = np.zeros((g_count, k_max))
     l2[exists] = [jobs[m].l2 for m in groups.slot[exists]]
     decay = torch.as_tensor(np.repeat(l2, c, axis=1), dtype=x.dtype, device=device)[:, :, None]  # (G, K·C, 1)
-    opt = _Optimiser(config.optim, params)
+    if engine == "eager":
+        opt = Optimiser(config.optim, params)
+    else:
+        longest = max(len(rows) for rows in groups.train_rows)
+        passes = StaticPasses(xa, y, c, bs, longest, params, decay, config.optim, graph=engine == "graph")
     best = params.clone()
     best_acc = np.full((g_count, k_max), -1.0)
     strikes = np.zeros((g_count, k_max), dtype=np.int64)
@@ -141,17 +162,20 @@ def fit_logregs(
             order = np.zeros((len(live), int(lengths.max())), dtype=np.int64)
             for i, g in enumerate(live):
                 order[i, : lengths[i]] = groups.train_rows[g][groups.rngs[g].permutation(lengths[i])]
+            if engine != "eager":
+                passes.run_pass(order, lengths)
+                continue
             order_t = torch.as_tensor(order, device=device)
             for start in range(0, order.shape[1], bs):
                 counts = np.clip(lengths - start, 0, bs)  # rows of this mini-batch in each group (0: its pass ended)
                 rows = order_t[:, start : start + bs]
                 if counts.min() == rows.shape[1]:  # every group has a full batch of the same size: in place
-                    _step(xa, y, c, rows, None, params, decay, opt, None)
+                    eager_step(xa, y, c, rows, None, params, decay, opt, None)
                 else:
                     sub = np.flatnonzero(counts > 0)
                     weights = torch.as_tensor(counts[sub], dtype=x.dtype, device=device)
                     valid = torch.arange(rows.shape[1], device=device)[None, :] < weights[:, None]
-                    _step(xa, y, c, rows[sub], valid / weights[:, None], params, decay, opt, sub)
+                    eager_step(xa, y, c, rows[sub], valid / weights[:, None], params, decay, opt, sub)
         epoch += config.epoch_size
         acc = _accuracies(xa, y, params, dev_idx[live], dev_mask[live], c)  # (G_live, K)
         improved = active[live] & (acc > best_acc[live])
@@ -164,7 +188,7 @@ def fit_logregs(
         active[live] &= ~(worse & (strikes[live] >= config.tenacity))
         strikes[live] += worse
         still = active[live].any(axis=1)
-        if not still.all():  # drop the finished groups' rows from the training state
+        if engine == "eager" and not still.all():  # drop the finished groups' rows from the training state
             live, params, decay = live[still], params[still], decay[still]
             opt.select(torch.as_tensor(np.flatnonzero(still), device=device))
         if progress is not None:
@@ -232,100 +256,6 @@ def _padded_rows(rows: Sequence[np.ndarray], device: torch.device) -> tuple[torc
 @torch.no_grad()
 def _accuracies(xa, y, params, idx, mask, c: int) -> np.ndarray:
     """(G, K) validation accuracies: each group's K models on its own (padded) rows."""
-    pred = _relative_logits(xa, idx, params, c)[1].argmax(dim=2)  # (G, K, L)
+    pred = relative_logits(xa, idx, params, c)[1].argmax(dim=2)  # (G, K, L)
     correct = ((pred == y[idx][:, None, :]) & mask[:, None, :]).sum(dim=2).double()
     return (correct / mask.sum(dim=1)[:, None].clamp_min(1).double()).cpu().numpy()
-
-
-def _relative_logits(
-    xa: torch.Tensor, rows: torch.Tensor, params: torch.Tensor, classes: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The rows ``xa[rows]`` (G, L, D + 1) and every member's logits relative to its last class, (G, K, C, L).
-
-    Softmax and arg-max do not change when every logit of a row is shifted alike, so only the C − 1 products
-    with ``w_c − w_C`` are computed (the last class's relative logit is 0): half the work for 2 classes. The
-    layout lets both batched products read the rows in place (``params @ rowsᵀ`` here, ``delta @ rows`` for
-    the gradient): on a CPU that is about 3× faster than ``rows @ paramsᵀ``."""
-    g, length = rows.shape
-    xb = xa.index_select(0, rows.reshape(-1)).view(g, length, xa.shape[1])
-    w = params.view(g, -1, classes, xa.shape[1])
-    relative = (w[:, :, :-1] - w[:, :, -1:]).reshape(g, -1, xa.shape[1])  # (G, K·(C − 1), D + 1)
-    z = torch.bmm(relative, xb.transpose(1, 2)).view(g, -1, classes - 1, length)
-    return xb, torch.cat([z, z.new_zeros(g, z.shape[1], 1, length)], dim=2)
-
-
-@torch.no_grad()
-def _step(xa, y, classes: int, rows, row_weight, params, decay, opt: _Optimiser, sub: np.ndarray | None) -> None:
-    """One optimiser step of the groups ``sub`` (all when ``None``, then in place) on their mini-batches.
-
-    ``rows`` (G', L) index ``xa``; ``row_weight`` (G', L) is 1/n for a group's n real rows and 0 for
-    padding, or ``None`` when every row is real (1/L). Mean cross-entropy: d loss / d logits =
-    (softmax − one-hot) · weight, whose C entries sum to 0 — so the gradient of the last class's row is
-    minus the sum of the others' (C − 1 products instead of C); L2 as coupled weight decay
-    (``grad + l2 · param``, bias included, as torch.optim's ``weight_decay``); then each model's torch.optim
-    update.
-    """
-    index = None if sub is None else torch.as_tensor(sub, device=params.device)
-    p = params if index is None else params[index]
-    g, length = rows.shape
-    xb, logits = _relative_logits(xa, rows, p, classes)
-    delta = logits.softmax(dim=2)[:, :, :-1]  # (G', K, C − 1, L)
-    labels = torch.arange(classes - 1, device=xa.device)[None, :, None] == y[rows][:, None, :]  # (G', C − 1, L)
-    delta -= labels[:, None].to(delta.dtype)
-    if row_weight is None:
-        delta /= length
-    else:
-        delta *= row_weight[:, None, None, :]
-    part = torch.bmm(delta.reshape(g, -1, length), xb).view(g, -1, classes - 1, xb.shape[2])
-    grad = torch.cat([part, -part.sum(dim=2, keepdim=True)], dim=2).view_as(p)  # (G', K·C, D + 1)
-    grad.addcmul_(p, decay if index is None else decay[index])
-    opt.update(p, grad, index)
-    if index is not None:
-        params[index] = p
-
-
-class _Optimiser:
-    """torch.optim's Adam (lr 1e-3, betas (0.9, 0.999), eps 1e-8) or RMSprop (lr 1e-2, alpha 0.99, eps 1e-8),
-    written out for (G, …) parameter blocks with per-group step counts."""
-
-    def __init__(self, optim: str, params: torch.Tensor) -> None:
-        if optim not in ("adam", "rmsprop"):
-            raise ValueError(f"optim must be adam or rmsprop, got {optim!r}")
-        self.optim = optim
-        self.exp_avg = torch.zeros_like(params) if optim == "adam" else None
-        self.exp_avg_sq = torch.zeros_like(params)
-        self.steps = np.zeros(len(params), dtype=np.int64)
-
-    def select(self, keep: torch.Tensor) -> None:
-        """Keep only the rows ``keep`` (groups still training)."""
-        self.steps = self.steps[keep.cpu().numpy()]
-        self.exp_avg_sq = self.exp_avg_sq[keep]
-        if self.exp_avg is not None:
-            self.exp_avg = self.exp_avg[keep]
-
-    def update(self, p: torch.Tensor, grad: torch.Tensor, index: torch.Tensor | None) -> None:
-        """Update ``p`` (the rows ``index`` of the parameters, or all) in place with ``grad``."""
-        sel = slice(None) if index is None else index.cpu().numpy()
-        self.steps[sel] += 1
-        v = self.exp_avg_sq if index is None else self.exp_avg_sq[index]
-        if self.optim == "rmsprop":
-            v.mul_(0.99).addcmul_(grad, grad, value=0.01)
-            p.addcdiv_(grad, v.sqrt().add_(1e-8), value=-1e-2)
-        else:
-            m = self.exp_avg if index is None else self.exp_avg[index]
-            m.lerp_(grad, 0.1)
-            v.mul_(0.999).addcmul_(grad, grad, value=0.001)
-            steps = self.steps[sel]
-            if (steps == steps[0]).all():  # torch's arithmetic: Python-float bias corrections
-                step_size = 1e-3 / (1 - 0.9 ** int(steps[0]))
-                denom = (v.sqrt() / (1 - 0.999 ** int(steps[0])) ** 0.5).add_(1e-8)
-                p.addcdiv_(m, denom, value=-step_size)
-            else:  # groups at different step counts (ragged passes): per-group corrections
-                shape = (-1,) + (1,) * (p.dim() - 1)
-                step_size = torch.as_tensor(1e-3 / (1 - 0.9**steps), dtype=p.dtype, device=p.device).view(shape)
-                bc2 = torch.as_tensor((1 - 0.999**steps) ** 0.5, dtype=p.dtype, device=p.device).view(shape)
-                p.sub_(step_size * m / (v.sqrt() / bc2).add_(1e-8))
-            if index is not None:
-                self.exp_avg[index] = m
-        if index is not None:
-            self.exp_avg_sq[index] = v

@@ -43,9 +43,11 @@ from tqdm.auto import tqdm
 
 from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.senteval_classifier import (
+    ENGINES,
     L2_GRID,
     TEST_CONFIG,
     ClassifierConfig,
+    Engine,
     Fitted,
     Job,
     fit_logregs,
@@ -119,15 +121,20 @@ def evaluate_transfer(
     config: ClassifierConfig | None = None,
     device: str | torch.device | None = None,
     show_progress_bar: bool = False,
+    engine: Engine = "auto",
 ) -> TransferResult:
     """Encode the task's sentences once and run its protocol with ``classifier``.
 
     ``config`` (senteval only) defaults to SentEval's test-mode settings; ``device`` is where the batched
-    classifiers train (default: CUDA when available); ``max_iter`` is the sklearn solver's limit;
-    ``show_progress_bar`` shows a bar per phase counting the senteval classifiers that have finished.
+    classifiers train (default: CUDA when available); ``engine`` how they step
+    (:func:`~simcse_weince.evaluation.senteval_classifier.fit_logregs`; ``"auto"``: CUDA graphs on a GPU);
+    ``max_iter`` is the sklearn solver's limit; ``show_progress_bar`` shows a bar per phase counting the
+    senteval classifiers that have finished.
     """
     if classifier not in CLASSIFIERS:
         raise ValueError(f"classifier must be one of {CLASSIFIERS}, got {classifier!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     t0 = time.perf_counter()
     splits = task.splits
     if classifier == "senteval":  # SentEval hands its classifier the samples sorted by length, then label
@@ -150,7 +157,7 @@ def evaluate_transfer(
     y = {n: splits[n].labels for n in names}
     t_cls = time.perf_counter()
     if classifier == "senteval":
-        res = _senteval(task, x, y, k, seed, config or TEST_CONFIG, device, log, show_progress_bar)
+        res = _senteval(task, x, y, k, seed, config or TEST_CONFIG, device, log, show_progress_bar, engine)
     else:  # one BLAS thread: these fits are small, and BLAS pools spinning beside torch's made 2 threads 19× slower
         with threadpool_limits(limits=1, user_api="blas"):
             res = _sklearn(task, x, y, k, seed, max_iter)
@@ -200,6 +207,7 @@ def _senteval(
     device,
     log: Callable[[str], None] | None,
     show_progress_bar: bool = False,
+    engine: Engine = "auto",
 ) -> TransferResult:
     """SentEval's InnerKFold / KFold / Split classifiers (``senteval/tools/validation.py``), all models of a
     phase trained together."""
@@ -225,7 +233,7 @@ def _senteval(
             bar.update(len(jobs) - training - bar.n)
             bar.set_postfix(passes=passes)
 
-        fitted = fit_logregs(*data[split], jobs, task.num_classes, config, progress)
+        fitted = fit_logregs(*data[split], jobs, task.num_classes, config, progress, engine)
         bar.close()
         if log:
             log(f"{task.name}: {phase}: {len(jobs)} classifiers trained together ({time.perf_counter() - t0:.0f} s)")

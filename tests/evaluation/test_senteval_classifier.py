@@ -11,6 +11,7 @@ from simcse_weince.evaluation.senteval_classifier import (
     FAST_CONFIG,
     TEST_CONFIG,
     ClassifierConfig,
+    Fitted,
     Job,
     fit_logregs,
     initial_linear,
@@ -26,14 +27,11 @@ def _data(n: int = 240, d: int = 6, classes: int = 3, seed: int = 0):
     return x, y
 
 
-@pytest.mark.parametrize("cfg", [TEST_CONFIG, FAST_CONFIG, ClassifierConfig("adam", 16, 2, 1, max_epoch=12)])
-def test_batched_fits_equal_the_per_model_loop(cfg: ClassifierConfig) -> None:
-    x, y = _data()
-    rng = np.random.default_rng(1)
-    idx = rng.permutation(len(y))
-    jobs = [
+def _jobs(n: int) -> list[Job]:
+    idx = np.random.default_rng(1).permutation(n)
+    return [
         Job(idx[:180], idx[180:], 1e-5),
-        Job(idx[:150], idx[150:], 1e-2),  # different sizes: ragged last batches
+        Job(idx[:150], idx[150:], 1e-2),  # different sizes: ragged last batches, passes of fewer batches
         Job(idx[40:], None, 1e-3),  # SentEval's validation_split 0.05
         Job(np.sort(idx[:201]), idx[201:], 1e-4),
         # groups of several models: penalties sharing rows (and permutations), stopping at different epochs
@@ -41,7 +39,19 @@ def test_batched_fits_equal_the_per_model_loop(cfg: ClassifierConfig) -> None:
         Job(idx[:180], idx[180:], 1e-2),
         Job(idx[40:], None, 1e-2),
     ]
-    fitted = fit_logregs(x, y, jobs, 3, cfg)
+
+
+ENGINES_HERE = ["eager", "static", *(["graph"] if torch.cuda.is_available() else [])]
+
+
+@pytest.mark.parametrize("engine", ENGINES_HERE)
+@pytest.mark.parametrize("cfg", [TEST_CONFIG, FAST_CONFIG, ClassifierConfig("adam", 16, 2, 1, max_epoch=12)])
+def test_batched_fits_equal_the_per_model_loop(cfg: ClassifierConfig, engine: str) -> None:
+    device = "cuda" if engine == "graph" else "cpu"
+    x, y = _data()
+    jobs = _jobs(len(y))
+    fitted = fit_logregs(x.to(device), y.to(device), jobs, 3, cfg, engine=engine)
+    fitted = Fitted(fitted.weight.cpu(), fitted.bias.cpu(), fitted.dev_accuracy)
     for m, job in enumerate(jobs):
         model, best = reference_fit(x, y, job, 3, cfg)
         assert fitted.dev_accuracy[m] == best, m
@@ -65,3 +75,49 @@ def test_a_job_without_validation_rows_is_refused() -> None:
     x, y = _data(40)
     with pytest.raises(ValueError, match="needs training and validation rows; got 10 and 0"):
         fit_logregs(x, y, [Job(np.arange(10), np.arange(0), 1e-3)], 3, TEST_CONFIG)
+
+
+@pytest.mark.parametrize("cfg", [TEST_CONFIG, FAST_CONFIG])
+def test_static_steps_follow_the_eager_trajectories(cfg: ClassifierConfig) -> None:
+    """Fixed-shape steps (masks, padded batches, groups never dropped) give the eager engine's models."""
+    x, y = _data(300, d=9, classes=2, seed=3)
+    jobs = [*_jobs(len(y)), Job(np.arange(7, 300), np.arange(7), 1e-4)]  # a group with one more batch a pass
+    eager = fit_logregs(x, y, jobs, 2, cfg, engine="eager")
+    static = fit_logregs(x, y, jobs, 2, cfg, engine="static")
+    np.testing.assert_array_equal(static.dev_accuracy, eager.dev_accuracy)
+    torch.testing.assert_close(static.weight, eager.weight, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(static.bias, eager.bias, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_graph_replays_equal_the_static_steps_on_the_gpu() -> None:
+    x, y = _data()
+    jobs = _jobs(len(y))
+    static = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="static")
+    graph = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="graph")
+    np.testing.assert_array_equal(graph.dev_accuracy, static.dev_accuracy)
+    torch.testing.assert_close(graph.weight, static.weight, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("engine", ["fused", "graph" if not torch.cuda.is_available() else "nonsense"])
+def test_an_unknown_or_impossible_engine_is_refused(engine: str) -> None:
+    x, y = _data(40)
+    with pytest.raises(ValueError, match=f"engine must be one of .* got '{engine}'"):
+        fit_logregs(x, y, [Job(np.arange(30), np.arange(30, 40), 1e-3)], 3, TEST_CONFIG, engine=engine)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_failed_graph_capture_falls_back_to_the_same_steps(monkeypatch, caplog) -> None:
+    from simcse_weince.evaluation import logreg_steps
+
+    def broken(self) -> None:
+        raise RuntimeError("capture refused")
+
+    monkeypatch.setattr(logreg_steps.StaticPasses, "_capture", broken)
+    x, y = _data()
+    jobs = _jobs(len(y))
+    static = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="static")
+    with caplog.at_level("WARNING"):
+        graph = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="graph")
+    assert "CUDA graph capture failed (capture refused)" in caplog.text
+    torch.testing.assert_close(graph.weight, static.weight, rtol=0, atol=0)
