@@ -15,8 +15,9 @@ does not hide the others):
   and fp16 gradient-scaler variants only run on a GPU;
 * ``vision``: a ResNet-18 SimCLR epoch on the CIFAR-10 JPEG zips at batch 512 (images/s);
 * ``eval bf16``: STS-B dev Spearman of MiniLM in fp32 vs bf16 (difference);
-* ``transfer classifiers``: the SentEval classifier protocol, batched on the GPU, vs scikit-learn on the CPU,
-  on the same MiniLM embeddings (``bench/eval_speed.py --classifiers``; test mode, CR, TREC, MRPC);
+* ``transfer classifiers``: the SentEval classifier protocol, batched on the GPU (its steps as a CUDA graph, and
+  launched one kernel at a time for comparison), vs scikit-learn on the CPU, on the same MiniLM embeddings
+  (``bench/eval_speed.py --classifiers --engines graph,eager``; test mode, CR, TREC, MRPC);
 * ``2 processes``: the text run under ``accelerate launch`` on 2 GPUs with negatives gathered across them
   (skipped with fewer than 2 GPUs).
 
@@ -66,7 +67,7 @@ GPU = Sizes(
     grad_cache=tuple(
         "--points 64:0 1024:0 1024:128 4096:256 --layers 12 --hidden 768 --repeats 2 --device cuda".split()
     ),
-    transfer=tuple("--mode test --tasks CR,TREC,MRPC".split()),
+    transfer=tuple("--mode test --tasks CR,TREC,MRPC --engines graph,eager".split()),
     vision_batch=512,
     vision=tuple("--num_train_epochs 1 --dataloader_num_workers 8 --probe_train_per_class 1000".split()),
     precisions=("fp16", "bf16"),
@@ -77,7 +78,7 @@ CPU_SMOKE = Sizes(
     eval_pairs=24,
     throughput=tuple("--steps 3 --batch 8 --layers 1 --hidden 32 --repeats 1 --precision fp32".split()),
     grad_cache=tuple("--points 8:0 16:4 --layers 1 --hidden 32 --repeats 1".split()),
-    transfer=tuple("--mode fast --tasks CR".split()),
+    transfer=tuple("--mode fast --tasks CR --engines eager,static".split()),
     vision_batch=16,
     vision=tuple(
         "--max_steps 2 --backbone resnet18_slim --train_per_class 4 --probe_train_per_class 4 "
@@ -326,10 +327,13 @@ def main(argv: list[str] | None = None) -> int:
         run(cmd, out / "transfer.log", env, limit)
         r = check_json(res)
         t = r["totals"]
-        accs = ", ".join(f"{x['task']} {x['senteval']['test_acc']:.2f}" for x in r["tasks"])
+        engines = ", ".join(f"{e} {s:.1f} s ({t['sklearn'] / s:.2f}×)" for e, s in r["engine_totals"].items())
+        accs = ", ".join(
+            f"{x['task']} " + "/".join(f"{e['test_acc']:.2f}" for e in x["engines"].values()) for x in r["tasks"]
+        )
         return (
-            f"SentEval protocol on {r['device']} {t['senteval']:.1f} s vs scikit-learn {t['sklearn']:.1f} s: "
-            f"{t['sklearn'] / t['senteval']:.2f}× (target 5×); {accs}"
+            f"SentEval protocol on {r['device']}: {engines} vs scikit-learn {t['sklearn']:.1f} s (target 5×); "
+            f"test acc per engine: {accs}"
         )
 
     attempt("transfer classifiers", transfer_classifiers)

@@ -129,11 +129,12 @@ def _adam(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class StaticPasses:
     """Passes over the groups' training rows in steps of one fixed shape, optionally replayed as a CUDA graph.
 
-    Every step computes all G groups on ``batch_size`` rows. Per pass the host writes, into buffers of fixed
-    shape, each group's permuted rows (G, B, L) padded with row 0, the row weights (1/n for a batch's n real
-    rows, 0 for padding), the step mask (G, B) (a group whose pass has fewer batches does not step: its
-    parameters and optimiser state are kept as they are) and, for Adam, the per-group bias corrections of each
-    step; a step reads its slice through a device step counter and increments it. The arithmetic is
+    Every step computes all G groups on ``batch_size`` rows. Into buffers of fixed shape the host writes, per
+    pass, each group's permuted rows (G, B, L) padded with row 0 and, for Adam, the per-group bias corrections
+    of each step; and once (they follow from the groups' sizes) the row weights (1/n for a batch's n real
+    rows, 0 for padding) and the step mask (G, B) (a group whose pass has fewer batches does not step: its
+    parameters and optimiser state are kept as they are). A step reads its slice through a device step
+    counter and increments it. The arithmetic is
     :func:`eager_step`'s (Adam in its per-group form), so the models follow the same trajectories to float
     rounding; groups whose models have all stopped keep computing (their results are never read).
 
@@ -180,28 +181,32 @@ class StaticPasses:
         self.counter = torch.zeros(1, dtype=torch.int64, device=dev)
         self.graph = graph
         self._graph: torch.cuda.CUDAGraph | None = None
+        self._lengths: np.ndarray | None = None  # the groups' training-set sizes the masks were made for
+        self._taken = np.zeros((g, self.batches), dtype=np.int64)
 
     def run_pass(self, order: np.ndarray, lengths: np.ndarray) -> None:
         """One pass: group ``i`` trains on ``order[i, :lengths[i]]`` (its permuted rows) in mini-batches."""
         g, bs, nb = len(self.params), self.batch_size, self.batches
         if order.shape[0] != g or int(lengths.max()) > nb * bs:
             raise ValueError(f"a pass needs {g} groups of at most {nb * bs} rows, got {order.shape} / {lengths.max()}")
+        if self._lengths is None or not np.array_equal(lengths, self._lengths):  # the same every pass of a fit
+            counts = np.clip(lengths[:, None] - bs * np.arange(nb)[None, :], 0, bs)  # (G, B) real rows per batch
+            real = np.arange(bs)[None, None, :] < counts[:, :, None]  # (G, B, L)
+            weight = np.where(real, np.float32(1) / np.maximum(counts, 1).astype(np.float32)[:, :, None], 0)
+            self._load(self.row_weight, weight.astype(np.float32))
+            self._load(self.step_mask, counts > 0)
+            self._taken = np.cumsum(counts > 0, axis=1)  # the step each batch is, counted from the pass's start
+            self._lengths = lengths.copy()
         rows = np.zeros((g, nb * bs), dtype=np.int64)
         rows[:, : order.shape[1]] = order
-        counts = np.clip(lengths[:, None] - bs * np.arange(nb)[None, :], 0, bs)  # (G, B) real rows per batch
-        real = np.arange(bs)[None, None, :] < counts[:, :, None]  # (G, B, L)
-        weight = np.where(real, np.float32(1) / np.maximum(counts, 1).astype(np.float32)[:, :, None], 0)
-        taken = np.cumsum(counts > 0, axis=1)  # the step each batch is, counted from the pass's start
         self._load(self.rows, rows.reshape(g, nb, bs))
-        self._load(self.row_weight, weight.astype(np.float32))
-        self._load(self.step_mask, counts > 0)
         if self.optim == "adam":
-            step_size, bc2 = _adam(self.steps[:, None] + np.maximum(taken, 1))
+            step_size, bc2 = _adam(self.steps[:, None] + np.maximum(self._taken, 1))
             self._load(self.step_size, step_size.astype(np.float32))
             self._load(self.bc2, bc2.astype(np.float32))
-        self.steps += taken[:, -1]
+        self.steps += self._taken[:, -1]
         self.counter.zero_()
-        steps = int((counts > 0).any(axis=0).sum())  # batches in which at least one group steps
+        steps = int((self._taken[:, -1]).max())  # batches in which at least one group steps
         if self.graph and self._graph is None:
             try:
                 self._capture()

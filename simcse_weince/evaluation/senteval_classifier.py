@@ -157,11 +157,17 @@ def fit_logregs(
     epoch = 0
     while active.any() and epoch <= config.max_epoch:
         for _ in range(config.epoch_size):
-            # each live group draws its pass's permutation (as SentEval's trainepoch), padded to one matrix
+            # each live group draws its pass's permutation (as SentEval's trainepoch), padded to one matrix; a
+            # generator shared by groups is drawn once: every group it serves is live since the first pass and
+            # has drawn once a pass, as the shared generator has (while any of them was live)
             lengths = np.array([len(groups.train_rows[g]) for g in live])
             order = np.zeros((len(live), int(lengths.max())), dtype=np.int64)
+            drawn: dict[int, np.ndarray] = {}
             for i, g in enumerate(live):
-                order[i, : lengths[i]] = groups.train_rows[g][groups.rngs[g].permutation(lengths[i])]
+                rng = groups.rngs[g]
+                if id(rng) not in drawn:
+                    drawn[id(rng)] = rng.permutation(lengths[i])
+                order[i, : lengths[i]] = groups.train_rows[g][drawn[id(rng)]]
             if engine != "eager":
                 passes.run_pass(order, lengths)
                 continue
@@ -209,15 +215,18 @@ class _Groups:
     slot: np.ndarray  # (G, K) job index of each member, −1 for an empty slot
     train_rows: list[np.ndarray]  # per group
     dev_rows: list[np.ndarray]  # per group
-    rngs: list[np.random.RandomState]  # per group: the permutations of its members (all draw the same)
+    # per group: the generator of its members' permutations (all draw the same). Groups whose generators have
+    # the same history — the same validation-split draw (or none) and the same training size — draw the same
+    # permutations every pass, so they share one generator, drawn once a pass (see fit_logregs)
+    rngs: list[np.random.RandomState]
 
 
 def _groups(jobs: Sequence[Job], seed: int) -> _Groups:
-    rngs = [np.random.RandomState(seed) for _ in jobs]  # each model's np.random.seed(seed)
     split: list[tuple[np.ndarray, np.ndarray]] = []
-    for job, rng in zip(jobs, rngs, strict=True):
+    history: list[tuple[int | None, int]] = []  # (size of the validation-split draw or None, training rows)
+    for job in jobs:
         if job.dev is None:  # validation_split: the seeded permutation's first int(0.05 n) rows
-            perm = rng.permutation(len(job.train))
+            perm = np.random.RandomState(seed).permutation(len(job.train))  # each model's np.random.seed(seed)
             n_dev = int(VALIDATION_SPLIT * len(job.train))
             split.append((job.train[perm[n_dev:]], job.train[perm[:n_dev]]))
         else:
@@ -227,6 +236,7 @@ def _groups(jobs: Sequence[Job], seed: int) -> _Groups:
                 f"a classifier needs training and validation rows; got {len(split[-1][0])} and {len(split[-1][1])} "
                 f"(from {len(job.train)} training rows)"
             )
+        history.append((len(job.train) if job.dev is None else None, len(split[-1][0])))
     by_rows: dict[tuple[bytes, bytes], list[int]] = {}
     for m, (tr, dv) in enumerate(split):
         by_rows.setdefault((np.asarray(tr).tobytes(), np.asarray(dv).tobytes()), []).append(m)
@@ -234,11 +244,18 @@ def _groups(jobs: Sequence[Job], seed: int) -> _Groups:
     slot = np.full((len(members), max(len(g) for g in members)), -1)
     for g, ms in enumerate(members):
         slot[g, : len(ms)] = ms
+    shared: dict[tuple[int | None, int], np.random.RandomState] = {}
+    for ms in members:
+        drawn, _ = key = history[ms[0]]
+        if key not in shared:
+            shared[key] = np.random.RandomState(seed)
+            if drawn is not None:
+                shared[key].permutation(drawn)  # the validation split's draw, replayed
     return _Groups(
         slot,
         [split[ms[0]][0] for ms in members],
         [split[ms[0]][1] for ms in members],
-        [rngs[ms[0]] for ms in members],  # the members' generators are in the same state
+        [shared[history[ms[0]]] for ms in members],
     )
 
 

@@ -38,6 +38,9 @@ def _jobs(n: int) -> list[Job]:
         Job(idx[:180], idx[180:], 1e-3),
         Job(idx[:180], idx[180:], 1e-2),
         Job(idx[40:], None, 1e-2),
+        # other rows, the same generator history as a group above (same sizes): a shared generator
+        Job(idx[60:240], idx[:60], 1e-4),
+        Job(idx[:200], None, 1e-4),
     ]
 
 
