@@ -124,3 +124,21 @@ def test_a_failed_graph_capture_falls_back_to_the_same_steps(monkeypatch, caplog
         graph = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="graph")
     assert "CUDA graph capture failed (capture refused)" in caplog.text
     torch.testing.assert_close(graph.weight, static.weight, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("optim", ["adam", "rmsprop"])
+def test_a_static_step_needs_no_value_from_the_host(optim: str) -> None:
+    """What a CUDA graph can capture: the step runs on the meta device (shapes, no data), where any host read —
+    ``.item()``, ``.cpu()``, a boolean mask's data-dependent shape — raises."""
+    from simcse_weince.evaluation.logreg_steps import StaticPasses
+
+    meta = torch.device("meta")
+    with pytest.raises(RuntimeError, match="meta"):  # the probe works: a host read fails there
+        torch.ones(3, device=meta).sum().item()
+    params = torch.empty(3, 2 * 4, 7, device=meta)
+    passes = StaticPasses(
+        torch.empty(50, 7, device=meta), torch.empty(50, dtype=torch.int64, device=meta), 4, 16, 40,
+        params, torch.empty(3, 8, 1, device=meta), optim,
+    )  # fmt: skip
+    passes._step()
+    assert passes.params.shape == (3, 8, 7) and passes.counter.device == meta
