@@ -15,6 +15,8 @@ does not hide the others):
   and fp16 gradient-scaler variants only run on a GPU;
 * ``vision``: a ResNet-18 SimCLR epoch on the CIFAR-10 JPEG zips at batch 512 (images/s);
 * ``eval bf16``: STS-B dev Spearman of MiniLM in fp32 vs bf16 (difference);
+* ``classifier graph tests``: the SentEval classifier's tests, whose CUDA-graph variants (the graph engine against
+  the per-model reference and the fixed-shape steps, the fallback when a capture fails) only run on a GPU;
 * ``transfer classifiers``: the SentEval classifier protocol, batched on the GPU (its steps as a CUDA graph, and
   launched one kernel at a time for comparison), vs scikit-learn on the CPU, on the same MiniLM embeddings
   (``bench/eval_speed.py --classifiers --engines graph,eager``; test mode, CR, TREC, MRPC);
@@ -96,6 +98,7 @@ CHECKS = (
     "grad cache tests",
     "vision",
     "eval bf16",
+    "classifier graph tests",
     "transfer classifiers",
     "2 processes",
 )
@@ -320,6 +323,21 @@ def main(argv: list[str] | None = None) -> int:
 
     attempt("vision", vision)
     attempt("eval bf16", lambda: eval_agreement(sizes.eval_pairs, device, args.model))
+
+    if args.cpu_smoke:  # the test suite runs the CPU engines anyway
+        skip("classifier graph tests", "CUDA graphs need CUDA")
+    else:
+
+        def classifier_graph_tests() -> str:
+            stdout = run(
+                [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/evaluation/test_senteval_classifier.py"],
+                out / "classifier_graph_tests.log",
+                env,
+                limit,
+            )
+            return stdout.strip().splitlines()[-1]  # pytest's summary: "N passed in S s"
+
+        attempt("classifier graph tests", classifier_graph_tests)
 
     def transfer_classifiers() -> str:
         res = out / "transfer.json"

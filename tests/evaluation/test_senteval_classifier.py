@@ -99,7 +99,9 @@ def test_graph_replays_equal_the_static_steps_on_the_gpu() -> None:
     static = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="static")
     graph = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="graph")
     np.testing.assert_array_equal(graph.dev_accuracy, static.dev_accuracy)
-    torch.testing.assert_close(graph.weight, static.weight, rtol=0, atol=0)
+    # the same kernels; only cuBLAS's choice of algorithm under capture could differ
+    torch.testing.assert_close(graph.weight, static.weight, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(graph.bias, static.bias, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("engine", ["fused", "graph" if not torch.cuda.is_available() else "nonsense"])
