@@ -329,13 +329,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
 
         def classifier_graph_tests() -> str:
-            stdout = run(
-                [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/evaluation/test_senteval_classifier.py"],
-                out / "classifier_graph_tests.log",
-                env,
-                limit,
-            )
-            return stdout.strip().splitlines()[-1]  # pytest's summary: "N passed in S s"
+            tests = "tests/evaluation/test_senteval_classifier.py"
+            log = out / "classifier_graph_tests.log"
+            stdout = run([py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", tests], log, env, limit)
+            summary = stdout.strip().splitlines()[-1]  # pytest's summary: "N passed in S s"
+            if "skipped" in summary:  # on a GPU nothing here may skip: a skip means CUDA was not seen
+                raise RuntimeError(f"{summary} (log: {log})")
+            return summary
 
         attempt("classifier graph tests", classifier_graph_tests)
 

@@ -21,6 +21,7 @@ import torch
 
 logger = logging.getLogger(__name__)
 ADAM_LR, ADAM_BETAS, RMSPROP_LR, RMSPROP_ALPHA, EPS = 1e-3, (0.9, 0.999), 1e-2, 0.99, 1e-8
+_capture_failed = False  # set once a CUDA graph capture has failed in this process
 
 
 def relative_logits(
@@ -208,16 +209,17 @@ class StaticPasses:
         self.counter.zero_()
         steps = int((self._taken[:, -1]).max())  # batches in which at least one group steps
         if self.graph and self._graph is None:
-            try:
-                self._capture()
-            except RuntimeError as err:  # same steps, launched one kernel at a time: slower, never wrong
+            if _capture_failed:  # known to fail in this process: do not retry (and warn) on every fit
                 self.graph = False
-                logger.warning("CUDA graph capture failed (%s); running the classifier steps without it", err)
-        for _ in range(steps):
-            if self._graph is not None:
-                self._graph.replay()
             else:
+                self._capture()
+        if self._graph is None:
+            for _ in range(steps):
                 self._step()
+            return
+        with torch.cuda.device(self.params.device):  # replays launch on the current device's stream
+            for _ in range(steps):
+                self._graph.replay()
 
     def _load(self, buffer: torch.Tensor, values: np.ndarray) -> None:
         buffer.copy_(torch.from_numpy(values))
@@ -244,21 +246,40 @@ class StaticPasses:
         p.copy_(torch.where(mask, new, p))
         self.counter += 1
 
-    def _capture(self) -> None:
-        """Record one step as a CUDA graph (after warm-up steps on a side stream, whose effects are undone)."""
+    def _warm_up(self, steps: int = 2) -> None:
+        """Run ``steps`` steps of the pass's first batch and undo them (state and counter as before)."""
         state = [t for t in (self.params, self.exp_avg, self.exp_avg_sq, self.counter) if t is not None]
         saved = [t.clone() for t in state]
-        side = torch.cuda.Stream(device=self.params.device)
-        side.wait_stream(torch.cuda.current_stream(self.params.device))
         try:
-            with torch.cuda.stream(side):
-                for _ in range(2):
-                    self._step()
+            for _ in range(steps):
+                self.counter.zero_()  # batch 0 exists whatever the number of batches
+                self._step()
         finally:
-            torch.cuda.current_stream(self.params.device).wait_stream(side)
             for t, s in zip(state, saved, strict=True):
                 t.copy_(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):  # records, runs nothing
-            self._step()
+
+    def _capture(self) -> None:
+        """Record one step as a CUDA graph, after warm-up steps on a side stream (as torch.cuda.graphs asks).
+
+        A capture that fails leaves the steps unrecorded (same arithmetic, one launch per kernel) with a
+        warning, once per process; the caller's device and stream are kept either way."""
+        global _capture_failed
+        device = self.params.device
+        with torch.cuda.device(device):
+            current = torch.cuda.current_stream(device)
+            side = torch.cuda.Stream(device=device)
+            side.wait_stream(current)
+            with torch.cuda.stream(side):
+                self._warm_up()
+            current.wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(graph):  # records, runs nothing
+                    self._step()
+            except RuntimeError as err:  # same steps, launched one kernel at a time: slower, never wrong
+                _capture_failed, self.graph = True, False
+                logger.warning("CUDA graph capture failed (%s); running the classifier steps without it", err)
+                return
+            finally:
+                torch.cuda.set_stream(current)  # a failed capture's exit can leave its capture stream current
         self._graph = graph

@@ -237,9 +237,9 @@ def _groups(jobs: Sequence[Job], seed: int) -> _Groups:
                 f"(from {len(job.train)} training rows)"
             )
         history.append((len(job.train) if job.dev is None else None, len(split[-1][0])))
-    by_rows: dict[tuple[bytes, bytes], list[int]] = {}
+    by_rows: dict[tuple, list[int]] = {}  # members of a group share rows and generator history, so permutations
     for m, (tr, dv) in enumerate(split):
-        by_rows.setdefault((np.asarray(tr).tobytes(), np.asarray(dv).tobytes()), []).append(m)
+        by_rows.setdefault((history[m], np.asarray(tr).tobytes(), np.asarray(dv).tobytes()), []).append(m)
     members = list(by_rows.values())
     slot = np.full((len(members), max(len(g) for g in members)), -1)
     for g, ms in enumerate(members):

@@ -29,6 +29,8 @@ def _data(n: int = 240, d: int = 6, classes: int = 3, seed: int = 0):
 
 def _jobs(n: int) -> list[Job]:
     idx = np.random.default_rng(1).permutation(n)
+    split = np.random.RandomState(1111).permutation(n - 40)  # validation_split's draw for the n − 40 rows of idx[40:]
+    held = int(0.05 * (n - 40))
     return [
         Job(idx[:180], idx[180:], 1e-5),
         Job(idx[:150], idx[150:], 1e-2),  # different sizes: ragged last batches, passes of fewer batches
@@ -41,6 +43,8 @@ def _jobs(n: int) -> list[Job]:
         # other rows, the same generator history as a group above (same sizes): a shared generator
         Job(idx[60:240], idx[:60], 1e-4),
         Job(idx[:200], None, 1e-4),
+        # the rows SentEval's validation split gives Job(idx[40:], None, ·), but given: another generator history
+        Job(idx[40:][split[held:]], idx[40:][split[:held]], 1e-3),
     ]
 
 
@@ -112,20 +116,43 @@ def test_an_unknown_or_impossible_engine_is_refused(engine: str) -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_a_failed_graph_capture_falls_back_to_the_same_steps(monkeypatch, caplog) -> None:
+def test_a_failed_graph_capture_falls_back_to_the_same_steps_once(monkeypatch, caplog) -> None:
+    import contextlib
+
     from simcse_weince.evaluation import logreg_steps
 
-    def broken(self) -> None:
+    @contextlib.contextmanager
+    def broken(graph):
+        yield
         raise RuntimeError("capture refused")
 
-    monkeypatch.setattr(logreg_steps.StaticPasses, "_capture", broken)
+    monkeypatch.setattr(torch.cuda, "graph", broken)
+    monkeypatch.setattr(logreg_steps, "_capture_failed", False)
     x, y = _data()
     jobs = _jobs(len(y))
+    stream = torch.cuda.current_stream()
     static = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="static")
     with caplog.at_level("WARNING"):
         graph = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="graph")
-    assert "CUDA graph capture failed (capture refused)" in caplog.text
+        again = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="graph")
+    assert caplog.text.count("CUDA graph capture failed (capture refused)") == 1  # once per process
+    assert torch.cuda.current_stream() == stream
     torch.testing.assert_close(graph.weight, static.weight, rtol=0, atol=0)
+    torch.testing.assert_close(again.weight, static.weight, rtol=0, atol=0)
+
+
+def test_the_warm_up_before_a_capture_leaves_no_trace_even_with_one_batch_a_pass() -> None:
+    from simcse_weince.evaluation.logreg_steps import StaticPasses
+
+    x, y = _data(60)
+    xa = torch.cat([x, torch.ones(60, 1)], dim=1)
+    params = torch.randn(2, 3, 7)
+    passes = StaticPasses(xa, y, 3, 64, 50, params, torch.full((2, 3, 1), 1e-3), "adam")  # B = 1 batch
+    passes.run_pass(np.stack([np.arange(50), np.arange(10, 60)]), np.array([50, 50]))
+    before = [t.clone() for t in (passes.params, passes.exp_avg, passes.exp_avg_sq, passes.counter)]
+    passes._warm_up()
+    for was, now in zip(before, (passes.params, passes.exp_avg, passes.exp_avg_sq, passes.counter), strict=True):
+        assert torch.equal(was, now)
 
 
 @pytest.mark.parametrize("optim", ["adam", "rmsprop"])
