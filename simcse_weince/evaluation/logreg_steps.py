@@ -203,8 +203,8 @@ class StaticPasses:
         self._load(self.rows, rows.reshape(g, nb, bs))
         if self.optim == "adam":
             step_size, bc2 = _adam(self.steps[:, None] + np.maximum(self._taken, 1))
-            self._load(self.step_size, step_size.astype(np.float32))
-            self._load(self.bc2, bc2.astype(np.float32))
+            self._load(self.step_size, step_size)  # float64, rounded once to the parameters' dtype by the copy
+            self._load(self.bc2, bc2)
         self.steps += self._taken[:, -1]
         self.counter.zero_()
         steps = int((self._taken[:, -1]).max())  # batches in which at least one group steps
