@@ -8,8 +8,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from simcse_weince.errors import run_command
 from simcse_weince.evaluation.runner import MODES, load_tasks, run_evaluation, write_report
+from simcse_weince.evaluation.senteval_classifier import ENGINES
 from simcse_weince.evaluation.transfer import CLASSIFIERS
 from simcse_weince.paths import check_model_source, resolve_data_path, senteval_root
 from simcse_weince.text.encoder import load_text_encoder
@@ -56,13 +59,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="transfer-task classifier: senteval (SentEval's PyTorch protocol as the SimCSE authors run it, "
         "comparable with published tables; default) or sklearn (exact L2 logistic regression)",
     )
+    p.add_argument(
+        "--classifier_engine",
+        choices=ENGINES,
+        default="auto",
+        help="how the senteval classifiers step (same models either way): auto (a CUDA graph per step on a GPU, "
+        "eager on a CPU), eager (one kernel at a time), static or graph (CUDA only)",
+    )
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
     return p
+
+
+def _check_engine(engine: str, device: str | None) -> None:
+    """``graph`` needs the classifiers on a CUDA device: say so before anything loads."""
+    target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if engine == "graph" and target.type != "cuda":
+        raise ValueError(f"--classifier_engine graph needs a CUDA device; the classifiers would run on {target}")
 
 
 def run(argv: Sequence[str]) -> dict:
     """Parse, read every task's files, load the model, evaluate (results saved after every task)."""
     args = build_parser().parse_args(argv)
+    _check_engine(args.classifier_engine, args.device)
     data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
     tasks = load_tasks(args.tasks, args.mode, data_dir)  # missing or malformed files fail before the model loads
     model_path = check_model_source(args.model)
@@ -83,6 +101,7 @@ def run(argv: Sequence[str]) -> dict:
         seed=args.seed,
         on_task=lambda r: write_report(r, out),
         classifier=args.classifier,
+        engine=args.classifier_engine,
         device=args.device,
         show_progress_bar=not args.no_progress,
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from simcse_weince.evaluation.encoder import Encoder
-from simcse_weince.evaluation.senteval_classifier import FAST_CONFIG, TEST_CONFIG
+from simcse_weince.evaluation.senteval_classifier import FAST_CONFIG, TEST_CONFIG, Engine
 from simcse_weince.evaluation.sts import STSResult, evaluate_sts
 from simcse_weince.evaluation.sts_data import STS_YEARS, STSTask, load_sts_task
 from simcse_weince.evaluation.transfer import Classifier, TransferResult, evaluate_transfer
@@ -175,6 +175,7 @@ def run_evaluation(
     classifier: Classifier = "senteval",
     device: str | None = None,
     show_progress_bar: bool = False,
+    engine: Engine = "auto",
 ) -> EvaluationReport:
     """Evaluate ``encoder`` on the tasks; ``mode`` = dev (STS-B/SICK-R dev, transfer dev accuracy),
     test (everything, 10-fold), fast (everything, 5-fold, fewer solver iterations).
@@ -183,8 +184,9 @@ def run_evaluation(
     :class:`TaskSet`; ``on_task(report)`` is called after every task, e.g. to save partial results.
     ``classifier``: ``senteval`` (SentEval's PyTorch protocol, test mode: Adam, 10-fold; fast mode: RMSprop,
     5-fold) or ``sklearn`` (scikit-learn's exact logistic regression); ``device`` is where the senteval
-    classifiers train (default: CUDA when available); ``show_progress_bar`` shows a bar per transfer task
-    and phase over its classifiers.
+    classifiers train (default: CUDA when available) and ``engine`` how they step (the same models either way,
+    see :func:`~simcse_weince.evaluation.senteval_classifier.fit_logregs`); ``show_progress_bar`` shows a bar
+    per transfer task and phase over its classifiers.
     """
     loaded = tasks if isinstance(tasks, TaskSet) else load_tasks(tasks, mode, data_dir)
     mode = loaded.mode
@@ -218,6 +220,7 @@ def run_evaluation(
             config=config,
             device=device,
             show_progress_bar=show_progress_bar,
+            engine=engine,
         )
         done()
     done()

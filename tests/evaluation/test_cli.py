@@ -57,3 +57,27 @@ def test_cli_rejects_bad_options(tiny_bert_weights_dir: Path, tmp_path: Path, ca
     assert err.startswith("error: unknown task 'STS17'") and err.count("\n") == 1
     assert main(["--model", str(tiny_bert_weights_dir), "--pooler", "cls", "--output_dir", str(tmp_path)]) == 2
     assert "needs the trained SimCSE MLP" in capsys.readouterr().err
+
+
+def test_cli_classifier_engine_reaches_the_classifiers_and_graph_needs_cuda(
+    tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch
+) -> None:
+    import simcse_weince.evaluation.transfer as transfer
+
+    assert main(["--model", "/nonexistent", "--classifier_engine", "graph", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err  # before the model or any file is looked at
+    assert err == "error: --classifier_engine graph needs a CUDA device; the classifiers would run on cpu\n"
+    seen = []
+    real = transfer.fit_logregs
+
+    def recording(*args, **kwargs):
+        seen.append(args[6] if len(args) > 6 else kwargs.get("engine"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transfer, "fit_logregs", recording)
+    argv = ["--model", str(tiny_bert_weights_dir), "--pooler", "avg", "--tasks", "TREC", "--mode", "fast",
+            "--data_dir", str(shared_data / "senteval" / "downstream"), "--output_dir", str(tmp_path), "--no_progress",
+            "--device", "cpu", "--classifier_engine", "static"]  # fmt: skip
+    assert main(argv) == 0
+    assert seen == ["static", "static"]  # the penalty search and the refit
+    assert json.loads((tmp_path / "eval_fast.json").read_text())["transfer"]["TREC"]["test_acc"] > 0
