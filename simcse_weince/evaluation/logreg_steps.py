@@ -246,9 +246,30 @@ class StaticPasses:
         p.copy_(torch.where(mask, new, p))
         self.counter += 1
 
+    def _state(self) -> list[torch.Tensor]:
+        """What a step changes: parameters, optimiser moments and the step counter."""
+        return [t for t in (self.params, self.exp_avg, self.exp_avg_sq, self.counter) if t is not None]
+
+    def _replay_matches_step(self) -> bool:
+        """Whether one replay of the recorded graph changes the state as one direct step does (to float
+        rounding: cuBLAS may pick another algorithm under capture); the state is left as it was."""
+        state = self._state()
+        saved = [t.clone() for t in state]
+        self._graph.replay()
+        replayed = [t.clone() for t in state]
+        for t, s in zip(state, saved, strict=True):
+            t.copy_(s)
+        self._step()
+        same = torch.equal(replayed[-1], state[-1]) and all(
+            torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(replayed[:-1], state[:-1], strict=True)
+        )
+        for t, s in zip(state, saved, strict=True):
+            t.copy_(s)
+        return same
+
     def _warm_up(self, steps: int = 2) -> None:
         """Run ``steps`` steps of the pass's first batch and undo them (state and counter as before)."""
-        state = [t for t in (self.params, self.exp_avg, self.exp_avg_sq, self.counter) if t is not None]
+        state = self._state()
         saved = [t.clone() for t in state]
         try:
             for _ in range(steps):
@@ -261,8 +282,9 @@ class StaticPasses:
     def _capture(self) -> None:
         """Record one step as a CUDA graph, after warm-up steps on a side stream (as torch.cuda.graphs asks).
 
-        A capture that fails leaves the steps unrecorded (same arithmetic, one launch per kernel) with a
-        warning, once per process; the caller's device and stream are kept either way."""
+        A capture that fails, or whose first replay does not reproduce a direct step, leaves the steps
+        unrecorded (same arithmetic, one launch per kernel) with a warning, once per process; the caller's
+        device and stream are kept either way."""
         global _capture_failed
         device = self.params.device
         with torch.cuda.device(device):
@@ -282,4 +304,7 @@ class StaticPasses:
                 return
             finally:
                 torch.cuda.set_stream(current)  # a failed capture's exit can leave its capture stream current
-        self._graph = graph
+            self._graph = graph
+            if not self._replay_matches_step():  # checked once per fit: a wrong recording must not train models
+                self._graph, self.graph, _capture_failed = None, False, True
+                logger.warning("a CUDA graph replay differed from the step it recorded; running the steps without it")

@@ -155,6 +155,31 @@ def test_the_warm_up_before_a_capture_leaves_no_trace_even_with_one_batch_a_pass
         assert torch.equal(was, now)
 
 
+class _FakeGraph:
+    def __init__(self, replay) -> None:
+        self.replay = replay
+
+
+def test_a_recorded_step_is_kept_only_if_its_replay_reproduces_the_direct_step() -> None:
+    """The run-time check behind every capture, with stand-ins for the recording (no GPU here)."""
+    from simcse_weince.evaluation.logreg_steps import StaticPasses
+
+    x, y = _data(60)
+    xa = torch.cat([x, torch.ones(60, 1)], dim=1)
+    passes = StaticPasses(xa, y, 3, 16, 50, torch.randn(2, 3, 7), torch.full((2, 3, 1), 1e-3), "adam")
+    passes.run_pass(np.stack([np.arange(50), np.arange(10, 60)]), np.array([50, 40]))
+    passes.counter.zero_()
+    before = [t.clone() for t in passes._state()]
+    passes._graph = _FakeGraph(passes._step)  # a faithful recording
+    assert passes._replay_matches_step()
+    passes._graph = _FakeGraph(lambda: passes.counter.add_(1))  # advances, never updates the parameters
+    assert not passes._replay_matches_step()
+    passes._graph = _FakeGraph(lambda: (passes._step(), passes.counter.add_(1)))  # one batch too far
+    assert not passes._replay_matches_step()
+    for was, now in zip(before, passes._state(), strict=True):  # each check leaves the state as it was
+        assert torch.equal(was, now)
+
+
 @pytest.mark.parametrize("optim", ["adam", "rmsprop"])
 def test_a_static_step_needs_no_value_from_the_host(optim: str) -> None:
     """What a CUDA graph can capture: the step runs on the meta device (shapes, no data), where any host read —
