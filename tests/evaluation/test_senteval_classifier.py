@@ -59,6 +59,10 @@ def test_batched_fits_equal_the_per_model_loop(cfg: ClassifierConfig, engine: st
     jobs = _jobs(len(y))
     fitted = fit_logregs(x.to(device), y.to(device), jobs, 3, cfg, engine=engine)
     fitted = Fitted(fitted.weight.cpu(), fitted.bias.cpu(), fitted.dev_accuracy)
+    if engine == "graph":  # recorded and replayed, not the unrecorded fallback
+        from simcse_weince.evaluation import logreg_steps
+
+        assert not logreg_steps._capture_failed
     for m, job in enumerate(jobs):
         model, best = reference_fit(x, y, job, 3, cfg)
         assert fitted.dev_accuracy[m] == best, m
@@ -97,11 +101,15 @@ def test_static_steps_follow_the_eager_trajectories(cfg: ClassifierConfig) -> No
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_graph_replays_equal_the_static_steps_on_the_gpu() -> None:
+def test_graph_replays_equal_the_static_steps_on_the_gpu(caplog) -> None:
+    from simcse_weince.evaluation import logreg_steps
+
     x, y = _data()
     jobs = _jobs(len(y))
     static = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="static")
-    graph = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="graph")
+    with caplog.at_level("WARNING"):
+        graph = fit_logregs(x.cuda(), y.cuda(), jobs, 3, TEST_CONFIG, engine="graph")
+    assert "CUDA graph" not in caplog.text and not logreg_steps._capture_failed  # recorded and replayed
     np.testing.assert_array_equal(graph.dev_accuracy, static.dev_accuracy)
     # the same kernels; only cuBLAS's choice of algorithm under capture could differ
     torch.testing.assert_close(graph.weight, static.weight, rtol=1e-5, atol=1e-6)
@@ -122,8 +130,9 @@ def test_a_failed_graph_capture_falls_back_to_the_same_steps_once(monkeypatch, c
     from simcse_weince.evaluation import logreg_steps
 
     @contextlib.contextmanager
-    def broken(graph):
+    def broken(graph, stream=None):  # runs the step for real, leaves another stream current, then fails
         yield
+        torch.cuda.set_stream(torch.cuda.Stream())
         raise RuntimeError("capture refused")
 
     monkeypatch.setattr(torch.cuda, "graph", broken)
