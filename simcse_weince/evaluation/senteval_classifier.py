@@ -15,9 +15,10 @@ mean cross-entropy, L2 penalty ``l2reg`` as the optimiser's (coupled) weight dec
   tenacity 3, epoch size 2 (``{nhid: 0, optim: ..., batch_size: ..., tenacity: ..., epoch_size: ...}``).
 
 Here all the models a protocol needs (folds × penalties × inner folds: 410 for a 10-fold task) train
-together as one batched tensor program on one device; each model draws its permutations from its own
-``RandomState(seed)`` in SentEval's order and keeps its own optimiser state, step count and early-stopping
-state, so each follows the trajectory SentEval's loop gives it (to float rounding).
+together as one batched tensor program on one device; each model gets the permutations its own
+``RandomState(seed)`` would draw in SentEval's order (one generator serves all models whose draws are the same)
+and keeps its own optimiser state, step count and early-stopping state, so each follows the trajectory
+SentEval's loop gives it (to float rounding).
 """
 
 from __future__ import annotations
