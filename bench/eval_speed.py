@@ -140,8 +140,8 @@ def time_classifiers(args: argparse.Namespace) -> None:
             )  # fmt: skip
             totals[run] += res[run].classifier_seconds
         se, sk = res[runs[1]], res["sklearn"]
-        rows.append({"task": name, "senteval": se.to_dict(), "sklearn": sk.to_dict()})
-        rows[-1]["engines"] = {e: res[f"senteval/{e}"].to_dict() for e in engines}
+        engine_results = {e: res[f"senteval/{e}"].to_dict() for e in engines}
+        rows.append({"task": name, "senteval": se.to_dict(), "sklearn": sk.to_dict(), "engines": engine_results})
         line = "".join(
             f"{res[r].classifier_seconds:12.1f}{sk.classifier_seconds / res[r].classifier_seconds:7.2f}"
             for r in runs[2:]

@@ -8,12 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
 from simcse_weince.errors import run_command
 from simcse_weince.evaluation.runner import MODES, load_tasks, run_evaluation, write_report
 from simcse_weince.evaluation.senteval_classifier import ENGINES
-from simcse_weince.evaluation.transfer import CLASSIFIERS
+from simcse_weince.evaluation.transfer import CLASSIFIERS, classifier_device
 from simcse_weince.paths import check_model_source, resolve_data_path, senteval_root
 from simcse_weince.text.encoder import load_text_encoder
 from simcse_weince.text.poolers import POOLERS
@@ -72,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _check_engine(engine: str, device: str | None) -> None:
     """``graph`` needs the classifiers on a CUDA device: say so before anything loads."""
-    target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    target = classifier_device(device)
     if engine == "graph" and target.type != "cuda":
         raise ValueError(f"--classifier_engine graph needs a CUDA device; the classifiers would run on {target}")
 

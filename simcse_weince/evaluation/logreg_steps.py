@@ -81,8 +81,7 @@ class Optimiser:
     written out for (G, …) parameter blocks with per-group step counts."""
 
     def __init__(self, optim: str, params: torch.Tensor) -> None:
-        if optim not in ("adam", "rmsprop"):
-            raise ValueError(f"optim must be adam or rmsprop, got {optim!r}")
+        _check_optim(optim)
         self.optim = optim
         self.exp_avg = torch.zeros_like(params) if optim == "adam" else None
         self.exp_avg_sq = torch.zeros_like(params)
@@ -120,6 +119,11 @@ class Optimiser:
                 self.exp_avg[index] = m
         if index is not None:
             self.exp_avg_sq[index] = v
+
+
+def _check_optim(optim: str) -> None:
+    if optim not in ("adam", "rmsprop"):
+        raise ValueError(f"optim must be adam or rmsprop, got {optim!r}")
 
 
 def _adam(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -163,8 +167,7 @@ class StaticPasses:
         optim: str,
         graph: bool = False,
     ) -> None:
-        if optim not in ("adam", "rmsprop"):
-            raise ValueError(f"optim must be adam or rmsprop, got {optim!r}")
+        _check_optim(optim)
         if graph and params.device.type != "cuda":
             raise ValueError(f"a CUDA graph needs the parameters on a CUDA device, got {params.device}")
         g, dev = len(params), params.device
@@ -250,6 +253,13 @@ class StaticPasses:
         """What a step changes: parameters, optimiser moments and the step counter."""
         return [t for t in (self.params, self.exp_avg, self.exp_avg_sq, self.counter) if t is not None]
 
+    def _snapshot(self) -> list[torch.Tensor]:
+        return [t.clone() for t in self._state()]
+
+    def _restore(self, saved: list[torch.Tensor]) -> None:
+        for t, s in zip(self._state(), saved, strict=True):
+            t.copy_(s)
+
     def _replay_matches_step(self) -> bool:
         """Whether one replay of the recorded graph changes the state as one direct step does; the state is
         left as it was.
@@ -257,32 +267,28 @@ class StaticPasses:
         To float rounding (cuBLAS may pick another algorithm under capture), on each tensor's own scale: the
         moments to 1e-4 of their largest entry, the parameters to 1e-3 of the step's largest change — a replay
         that skips or repeats an update, or reads another batch, misses by the size of a step."""
-        state = self._state()
-        saved = [t.clone() for t in state]
+        saved = self._snapshot()
         self._graph.replay()
-        replayed = [t.clone() for t in state]
-        for t, s in zip(state, saved, strict=True):
-            t.copy_(s)
+        replayed = self._snapshot()
+        self._restore(saved)
         self._step()
+        state = self._state()
         scales = [(state[0] - saved[0]).abs().max() * 1e-3] + [t.abs().max() * 1e-4 for t in state[1:-1]]
         same = torch.equal(replayed[-1], state[-1]) and all(
             bool(((a - b).abs() <= scale).all()) for a, b, scale in zip(replayed[:-1], state[:-1], scales, strict=True)
         )
-        for t, s in zip(state, saved, strict=True):
-            t.copy_(s)
+        self._restore(saved)
         return same
 
     def _warm_up(self, steps: int = 2) -> None:
         """Run ``steps`` steps of the pass's first batch and undo them (state and counter as before)."""
-        state = self._state()
-        saved = [t.clone() for t in state]
+        saved = self._snapshot()
         try:
             for _ in range(steps):
                 self.counter.zero_()  # batch 0 exists whatever the number of batches
                 self._step()
         finally:
-            for t, s in zip(state, saved, strict=True):
-                t.copy_(s)
+            self._restore(saved)
 
     def _capture(self) -> None:
         """Record one step as a CUDA graph, after warm-up steps on a side stream (as torch.cuda.graphs asks).
@@ -300,15 +306,14 @@ class StaticPasses:
                 self._warm_up()
             current.wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            saved = [t.clone() for t in self._state()]
+            saved = self._snapshot()
             try:
                 with torch.cuda.graph(graph, stream=side):  # records, runs nothing
                     self._step()
             except RuntimeError as err:  # same steps, launched one kernel at a time: slower, never wrong
                 torch.cuda.set_stream(current)
                 current.wait_stream(side)  # whatever ran on the capture stream is undone after it
-                for t, s in zip(self._state(), saved, strict=True):
-                    t.copy_(s)
+                self._restore(saved)
                 _capture_failed, self.graph = True, False
                 logger.warning("CUDA graph capture failed (%s); running the classifier steps without it", err)
                 return

@@ -169,6 +169,11 @@ def evaluate_transfer(
     return res
 
 
+def classifier_device(device: str | torch.device | None) -> torch.device:
+    """Where the senteval classifiers train: ``device``, else CUDA when available, else the CPU."""
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
 def _reordered(split: Split) -> Split:
     order = senteval_order(split)
     return Split(
@@ -211,7 +216,7 @@ def _senteval(
 ) -> TransferResult:
     """SentEval's InnerKFold / KFold / Split classifiers (``senteval/tools/validation.py``), all models of a
     phase trained together."""
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = classifier_device(device)
     config = ClassifierConfig(
         config.optim, config.batch_size, config.tenacity, config.epoch_size, config.max_epoch, seed
     )
