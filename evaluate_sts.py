@@ -6,7 +6,7 @@ python evaluate_sts.py --model sentence-transformers/all-MiniLM-L6-v2 --tasks al
 
 from __future__ import annotations
 
-from simcse_weince.evaluation.cli import main
+from simcse_weince.cli.evaluate import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

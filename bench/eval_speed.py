@@ -33,7 +33,8 @@ import torch
 from simcse_weince.evaluation.runner import run_evaluation
 from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import load_stsb
-from simcse_weince.paths import resolve_model_path, senteval_root
+from simcse_weince.model_sources import resolve_model_path
+from simcse_weince.paths import senteval_root
 from simcse_weince.text.encoder import load_text_encoder
 
 

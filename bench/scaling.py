@@ -92,16 +92,16 @@ def memory_gb() -> dict:
 def data_point(mode: str, path: str, cache_root: str) -> dict:
     """One data path in this (child) process: time and memory over the memory after the imports.
 
-    ``inmemory``: the path before the token cache (``read_sentences`` + ``tokenize_sentences`` +
-    ``Dataset.from_dict``). ``cached``: ``prepare_text_files``, building the cache or memory-mapping it.
+    ``inmemory``: the path before the token cache (``read_sentences`` + one tokenizer call over the whole
+    list + ``Dataset.from_dict``). ``cached``: ``prepare_text_files``, building the cache or memory-mapping it.
     ``reader``: a process that may not build (``build=False``), as every process but the main one, which
     then reads every row once (an epoch's worth of ``__getitem__`` in batches).
     """
     import datasets
     from transformers import AutoTokenizer
 
-    from simcse_weince.paths import OFFLINE_MINILM, resolve_model_path
-    from simcse_weince.text.data import SimCSECollator, TextStats, read_sentences, tokenize_sentences
+    from simcse_weince.model_sources import OFFLINE_MINILM, resolve_model_path
+    from simcse_weince.text.data import SimCSECollator, TextStats, read_sentences
     from simcse_weince.text.token_cache import prepare_text_files
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path(OFFLINE_MINILM))
@@ -109,7 +109,7 @@ def data_point(mode: str, path: str, cache_root: str) -> dict:
     stats = TextStats()
     t0 = time.perf_counter()
     if mode == "inmemory":
-        ids = tokenize_sentences(tok, read_sentences(path, stats=stats), 32, stats)
+        ids = tok(read_sentences(path, stats=stats), truncation=True, max_length=32)["input_ids"]
         ds = datasets.Dataset.from_dict({"input_ids": ids})
     else:
         ds = prepare_text_files([(path, False)], tok, 32, stats, cache_root=cache_root, build=mode != "reader")

@@ -41,7 +41,7 @@ VARIANTS = ("ours-infonce", "ours-weince", "st-mnrl")
 def make_model(folder: Path, layers: int, hidden: int) -> None:
     from transformers import AutoTokenizer, BertModel
 
-    from simcse_weince.paths import OFFLINE_MINILM, resolve_model_path
+    from simcse_weince.model_sources import OFFLINE_MINILM, resolve_model_path
 
     torch.manual_seed(0)
     cfg = bert_config(layers, hidden)
@@ -140,7 +140,7 @@ def run_variant(
     n = steps * batch
     profiler = StepProfiler(profile) if profile else None
     if variant.startswith("ours"):
-        from simcse_weince.text.train import run
+        from simcse_weince.cli.train_text import run
 
         # the trainer labels its loss call "loss" in profiles itself
         callbacks = [profiler.as_callback()] if profiler is not None else []

@@ -173,7 +173,8 @@ def eval_agreement(pairs: int, device: str, model: str = MINILM) -> str:
     """STS-B dev Spearman (first ``pairs`` pairs) of ``model`` (MiniLM) in fp32 and bf16 on ``device``."""
     from simcse_weince.evaluation.sts import evaluate_sts
     from simcse_weince.evaluation.sts_data import STSSubset, STSTask, load_stsb
-    from simcse_weince.paths import resolve_model_path, senteval_root
+    from simcse_weince.model_sources import resolve_model_path
+    from simcse_weince.paths import senteval_root
     from simcse_weince.text.encoder import load_text_encoder
 
     sub = load_stsb(senteval_root(), "dev").subsets[0]
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --only: unknown check(s) {', '.join(map(repr, unknown))}; expected some of: {', '.join(CHECKS)}")
         return 2
 
-    from simcse_weince.paths import ModelSourceError, check_model_source
+    from simcse_weince.model_sources import ModelSourceError, check_model_source
 
     try:  # before anything heavy: a bad --model (or $SIMCSE_WEINCE_MINILM) would otherwise fail every check
         check_model_source(args.model)
@@ -311,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def vision() -> str:
         run_dir = out / "vision"
-        cmd = [py, "-m", "simcse_weince.vision.train", "configs/vision/cifar10_resnet18_weince.yaml", *sizes.vision,
+        cmd = [py, "-m", "simcse_weince.cli.train_vision", "configs/vision/cifar10_resnet18.yaml", *sizes.vision,
                "--dataset", "cifar10_zip", "--data_dir", "{data}/cifar10_jpeg", "--download", "false",
                "--per_device_train_batch_size", str(sizes.vision_batch),
                "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",

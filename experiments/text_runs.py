@@ -1,4 +1,4 @@
-"""Seeded text runs: train each loss variant × seed with ``simcse_weince.text.train``, evaluate every model with
+"""Seeded text runs: train each loss variant × seed with ``simcse_weince.cli.train_text``, evaluate every model with
 ``evaluate_sts`` (STS and optionally transfer), add alignment / uniformity, and assemble mean ± std tables.
 
     # warm start at CPU scale (all-MiniLM-L6-v2 on ~29k Wikipedia sentences; 5.5 min per run, 50 min in all here)
@@ -33,7 +33,7 @@ def geometry(model_dir: Path, cache: Path) -> dict[str, float]:
     """Alignment and uniformity of the exported model on STS-B (see ``simcse-diagnose``); kept in ``cache``."""
     if cache.is_file():
         return json.loads(cache.read_text())
-    from simcse_weince.diagnostics.cli import stsb_sentences_and_pairs, text_geometry
+    from simcse_weince.diagnostics.text_geometry import stsb_sentences_and_pairs, text_geometry
     from simcse_weince.paths import senteval_root
     from simcse_weince.text.checkpoint import load_text_checkpoint
 
@@ -78,7 +78,7 @@ def main() -> None:
                     "true",
                     *args.extra,
                 ]
-                run_module("simcse_weince.text.train", train_args, out.with_suffix(".train.log"))
+                run_module("simcse_weince.cli.train_text", train_args, out.with_suffix(".train.log"))
             ev = out / "eval"
             if not (ev / f"eval_{args.eval_mode}.json").is_file():
                 eval_args = [
@@ -92,7 +92,7 @@ def main() -> None:
                     str(ev),
                     "--no_progress",
                 ]
-                run_module("simcse_weince.evaluation.cli", eval_args, out.with_suffix(".eval.log"))
+                run_module("simcse_weince.cli.evaluate", eval_args, out.with_suffix(".eval.log"))
             report = json.loads((ev / f"eval_{args.eval_mode}.json").read_text())
             row = {STS_SHORT.get(k, k): r["spearman"]["all"] for k, r in report["sts"].items()}
             row.update(

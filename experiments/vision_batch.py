@@ -41,7 +41,7 @@ def main() -> None:
                 if not (out / "results.json").is_file():  # finished runs are reused
                     train = [args.config, "--loss", loss, "--seed", str(seed), "--output_dir", str(out), *COMMON]
                     train += ["--num_train_epochs", str(args.epochs), "--per_device_train_batch_size", str(batch)]
-                    run_module("simcse_weince.vision.train", train + extra, out.with_suffix(".log"))
+                    run_module("simcse_weince.cli.train_vision", train + extra, out.with_suffix(".log"))
                 res = json.loads((out / "results.json").read_text())
                 row = {m: res["after"][m] for m in METRICS} | {"steps": res["steps"]}
                 row |= {d: res.get(f"mean_{d}") for d in DIAGNOSTICS}

@@ -42,7 +42,7 @@ def main() -> None:
             out = Path(args.runs_dir) / f"{loss}-seed{seed}"
             if not (out / "results.json").is_file():  # finished runs are reused: the script can be resumed
                 run_module(
-                    "simcse_weince.vision.train",
+                    "simcse_weince.cli.train_vision",
                     [
                         args.config,
                         "--loss",

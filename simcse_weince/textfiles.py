@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import codecs
 from pathlib import Path
 
 
-def decode_utf8(raw: bytes, path: Path, expected: str = "UTF-8 text") -> str:
-    """Decode UTF-8 (a BOM is dropped); on failure a ``ValueError`` names ``path:line`` and the byte."""
+def decode_utf8(raw: bytes, path: Path, expected: str = "UTF-8 text", *, offset: int = 0, line: int = 1) -> str:
+    """Decode UTF-8; on failure a ``ValueError`` names ``path:line``, the byte and ``expected``.
+
+    ``raw`` may be a piece of the file made of whole lines (a streaming reader's chunk) starting at byte
+    ``offset``, line ``line``: positions in errors are the file's. A BOM is dropped at the start of the file.
+    """
+    if offset == 0 and raw.startswith(codecs.BOM_UTF8):
+        raw, offset = raw[len(codecs.BOM_UTF8) :], len(codecs.BOM_UTF8)
     try:
-        return raw.decode("utf-8-sig")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
+        bad_line = line + raw[: err.start].count(b"\n")
         raise ValueError(
-            f"{path}:{line}: invalid UTF-8 at byte {err.start} ({err.reason}); expected {expected}"
+            f"{path}:{bad_line}: invalid UTF-8 at byte {offset + err.start} ({err.reason}); expected {expected}"
         ) from err
 
 

@@ -1,4 +1,5 @@
-"""Test-wide settings: offline Hugging Face, few threads, the shared data folder, token caches in a temporary folder."""
+"""Test-wide settings: offline Hugging Face, one thread per xdist worker, the shared data folder, token caches in a
+temporary folder, the slow tests scheduled first."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one pytest worker per core: each worker (and the processes it starts) keeps to one thread,
+    # so two workers use both cores without oversubscribing them.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = "1"
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("SIMCSE_WEINCE_DATA", REPO.parent / "shared" / "data"))
@@ -25,7 +31,7 @@ def shared_data() -> Path:
 
 
 def _minilm_dir() -> Path:
-    from simcse_weince.paths import offline_minilm_path
+    from simcse_weince.model_sources import offline_minilm_path
 
     path = offline_minilm_path()
     if path is None:
@@ -97,3 +103,9 @@ def _isolated_token_cache(token_cache_home: Path, monkeypatch: pytest.MonkeyPatc
     # the attribute for this process, the variable for the subprocesses (accelerate launch) that read it
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", token_cache_home)
     monkeypatch.setenv("HF_DATASETS_CACHE", str(token_cache_home))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests first (stable order otherwise): with one worker per core the long end-to-end runs start at once
+    and the many short tests fill the gaps, instead of one long run finishing alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -133,7 +133,7 @@ def _check(main: Callable, argv: list[str], expected: str, capsys: pytest.Captur
 
 @pytest.mark.parametrize("case", sorted(TRAIN_CASES))
 def test_train(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from simcse_weince.text.train import main
+    from simcse_weince.cli.train_text import main
 
     argv, expected = TRAIN_CASES[case][0](tmp_path, fx), TRAIN_CASES[case][1]
     _check(main, argv, expected, capsys)
@@ -141,7 +141,7 @@ def test_train(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixtur
 
 @pytest.mark.parametrize("case", sorted(EVAL_CASES))
 def test_evaluate(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from simcse_weince.evaluation.cli import main
+    from simcse_weince.cli.evaluate import main
 
     argv, expected = EVAL_CASES[case][0](tmp_path, fx), EVAL_CASES[case][1]
     _check(main, [*argv, "--output_dir", str(tmp_path / "eval")], expected, capsys)
@@ -149,7 +149,7 @@ def test_evaluate(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFix
 
 @pytest.mark.parametrize("case", sorted(VISION_CASES))
 def test_vision(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from simcse_weince.vision.train import main
+    from simcse_weince.cli.train_vision import main
 
     argv, expected = VISION_CASES[case][0](tmp_path, fx), VISION_CASES[case][1]
     _check(main, argv, expected, capsys)
@@ -157,14 +157,14 @@ def test_vision(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixtu
 
 @pytest.mark.parametrize("case", sorted(DIAGNOSE_CASES))
 def test_diagnose(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from simcse_weince.diagnostics.cli import main
+    from simcse_weince.cli.diagnose import main
 
     argv, expected = DIAGNOSE_CASES[case][0](tmp_path, fx), DIAGNOSE_CASES[case][1]
     _check(main, argv, expected, capsys)
 
 
 def test_debug_variable_shows_the_traceback(fx: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from simcse_weince.text.train import main
+    from simcse_weince.cli.train_text import main
     from simcse_weince.training.config import ConfigError
 
     monkeypatch.setenv("SIMCSE_WEINCE_DEBUG", "1")

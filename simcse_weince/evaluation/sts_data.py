@@ -41,12 +41,6 @@ class STSSubset:
     def __len__(self) -> int:
         return len(self.scores)
 
-    def to_dataset(self):
-        """The pairs as a ``datasets.Dataset`` with ``sentence1``, ``sentence2``, ``score`` columns."""
-        from datasets import Dataset
-
-        return Dataset.from_dict({"sentence1": self.sentences1, "sentence2": self.sentences2, "score": self.scores})
-
 
 @dataclass
 class STSTask:
@@ -60,6 +54,14 @@ class STSTask:
     @property
     def skipped(self) -> int:
         return sum(s.skipped for s in self.subsets)
+
+    def first_pairs(self, n: int | None) -> STSTask:
+        """The task cut to the first ``n`` pairs of its first subset (``None``: the whole task), for quick
+        scores during training (``eval_max_pairs``)."""
+        if n is None:
+            return self
+        sub = self.subsets[0]
+        return STSTask(self.name, [STSSubset(sub.name, sub.sentences1[:n], sub.sentences2[:n], sub.scores[:n])])
 
 
 def _normalise(sentence: str) -> str:

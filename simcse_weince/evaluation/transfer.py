@@ -158,7 +158,7 @@ def evaluate_transfer(
     t_cls = time.perf_counter()
     if classifier == "senteval":
         res = _senteval(task, x, y, k, seed, config or TEST_CONFIG, device, log, show_progress_bar, engine)
-    else:  # one BLAS thread: these fits are small, and BLAS pools spinning beside torch's made 2 threads 19× slower
+    else:  # one BLAS thread: these fits are small, and BLAS pools spinning beside torch's were many times slower
         with threadpool_limits(limits=1, user_api="blas"):
             res = _sklearn(task, x, y, k, seed, max_iter)
     res.classifier_seconds = time.perf_counter() - t_cls

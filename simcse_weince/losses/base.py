@@ -30,11 +30,16 @@ class ContrastiveLoss(nn.Module):
         super().__init__()
         check_positive("temperature", temperature)
         validate_layout(layout)
-        self.temperature = float(temperature)
+        self._temperature = float(temperature)
         self.layout = layout
         self.gather_across_devices = bool(gather_across_devices)
         # Detached per-batch diagnostics of the last forward (tensors; reading them is the caller's sync).
         self.last_diagnostics: dict[str, torch.Tensor] = {}
+
+    @property
+    def temperature(self) -> float:
+        """τ, fixed at construction (build a new loss to change it)."""
+        return self._temperature
 
     def forward(
         self,

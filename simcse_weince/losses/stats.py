@@ -20,9 +20,12 @@ vectorised statistics match a plain per-anchor reference to round-off.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
+
+from simcse_weince.losses.config import WeinceConfig
 
 # Added to the SSE of a wrong-signed fit so that it loses the AIC comparison (spec §3b).
 WRONG_SIGN_PENALTY = 1e6
@@ -169,18 +172,8 @@ def quantile_by_index(values: torch.Tensor, q: float) -> torch.Tensor:
 def anchor_statistics(
     stat_scores: torch.Tensor,
     num_negatives: int,
-    *,
-    beta_mode: str,
-    beta_clamp: tuple[float, float],
-    min_tail_points: int,
-    tail_frac: float,
-    burn: int | None,
-    q: float,
-    kappa_rho: float,
-    kappa_aic: float,
-    margin: float,
-    eps: float,
-    gather_rho=None,
+    config: WeinceConfig,
+    gather_rho: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> AnchorStatistics:
     """All per-anchor statistics of one batch.
 
@@ -188,21 +181,21 @@ def anchor_statistics(
         stat_scores: (A, C) detached float32 scores, ``-inf`` at non-negatives (positive, self) and ``-1``
             at masked negatives.
         num_negatives: K from the layout, before masking.
-        beta_mode: ``"unit"``, ``"ols"`` or ``"hill"``.
+        config: the knobs (tail size, burn, q, κ_ρ, κ_aic, margin, eps, β mode and clamp);
+            ``temperature`` and ``fixed_lambda`` are the loss's business and unused here.
         gather_rho: optional callable mapping the local ρ (A,) to the global ρ of all processes, so that
             ρ_0 is the quantile over the global batch.
-        Other arguments: the spec's knobs (see :class:`~simcse_weince.losses.weince.WeinceLoss`).
 
     Returns:
         :class:`AnchorStatistics`. With fewer than 2 points after the burn, λ ≡ 0 (InfoNCE fallback),
         β ≡ 1 and ΔAIC ≡ 0.
     """
-    k_tail = tail_size(num_negatives, min_tail_points, tail_frac)
-    b = burn_size(k_tail) if burn is None else burn
-    delta = tail_shortfalls(stat_scores, k_tail, eps)  # (A, k_tail)
+    k_tail = tail_size(num_negatives, config.min_tail_points, config.tail_frac)
+    b = burn_size(k_tail) if config.burn is None else config.burn
+    delta = tail_shortfalls(stat_scores, k_tail, config.eps)  # (A, k_tail)
     rho = delta[:, 0]
     rho_all = gather_rho(rho) if gather_rho is not None else rho
-    rho0 = quantile_by_index(rho_all, q)
+    rho0 = quantile_by_index(rho_all, config.q)
     dtype = stat_scores.dtype
     if k_tail - b < 2:
         zeros = torch.zeros_like(rho)
@@ -210,14 +203,15 @@ def anchor_statistics(
         return AnchorStatistics(zeros, ones, rho, zeros, ones, ones, rho0)
     beta_ols, _, delta_aic = weibull_gumbel_fits(delta, b)
     beta_h = hill_beta(delta)
-    lo, hi = beta_clamp
-    if beta_mode == "unit":
+    lo, hi = config.beta_clamp
+    if config.beta_mode == "unit":
         beta = torch.ones_like(rho)
-    elif beta_mode == "ols":
+    elif config.beta_mode == "ols":
         beta = beta_ols.clamp(lo, hi).to(dtype)
-    elif beta_mode == "hill":
+    elif config.beta_mode == "hill":
         beta = beta_h.clamp(lo, hi).to(dtype)
     else:
-        raise ValueError(f"beta_mode must be 'unit', 'ols' or 'hill', got {beta_mode!r}")
-    lam = mixing_weight(rho.double(), rho0.double(), delta_aic, kappa_rho, kappa_aic, margin).to(dtype)
+        raise ValueError(f"beta_mode must be 'unit', 'ols' or 'hill', got {config.beta_mode!r}")
+    lam = mixing_weight(rho.double(), rho0.double(), delta_aic, config.kappa_rho, config.kappa_aic, config.margin)
+    lam = lam.to(dtype)
     return AnchorStatistics(lam, beta, rho, delta_aic.to(dtype), beta_ols.to(dtype), beta_h.to(dtype), rho0)

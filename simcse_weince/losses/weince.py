@@ -1,18 +1,21 @@
-"""WEINCE: Weibull-Enhanced InfoNCE (spec: shared/docs/weince_spec.md)."""
+"""WEINCE: Weibull-Enhanced InfoNCE (Erol et al., "When Softmax Fails at the Top: Extreme-Value Corrections
+for InfoNCE", ICML 2026, arXiv 2606.00262)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 
-from simcse_weince.losses.base import ContrastiveLoss, check_positive
+from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.config import BETA_MODES, WeinceConfig
 from simcse_weince.losses.distributed import all_gather_no_grad
 from simcse_weince.losses.layout import Layout, ScoreMatrix, masked_cross_entropy
 from simcse_weince.losses.logits import weince_logits
 from simcse_weince.losses.stats import AnchorStatistics, anchor_statistics
 
-BETA_MODES: tuple[str, ...] = ("unit", "ols", "hill")
+__all__ = ["BETA_MODES", "WeinceLoss", "diagnostics"]
 
 
 class WeinceLoss(ContrastiveLoss):
@@ -26,11 +29,19 @@ class WeinceLoss(ContrastiveLoss):
 
     and the loss is the mean cross-entropy of each anchor's positive against its positive and negatives.
 
-    ``λ_i = σ(κ_ρ (log ρ_0 − log ρ_i)) · σ(κ_aic (ΔAIC_i − m))`` where ``ρ_i`` is one minus the hardest
-    negative score, ``ρ_0`` the q-quantile of ρ over the global batch, and ``ΔAIC_i`` compares a Weibull-line
-    against a Gumbel-proxy fit of the anchor's k_tail hardest negatives. ``β_i`` is 1 (``"unit"``, the
-    authors' released code), the clamped Weibull-line slope (``"ols"``, the paper's formula) or a clamped
-    Hill estimate (``"hill"``).
+    Per-anchor statistics (:mod:`simcse_weince.losses.stats`), from the ``k_tail =
+    clip(max(min_tail_points, round(tail_frac·K)), 10, K)`` hardest of the anchor's K negatives, with
+    shortfalls ``δ = max(1 − s, eps)`` sorted ascending:
+
+    * hardness ``ρ_i = δ_(1)``, one minus the hardest negative score, and ``ρ_0`` the q-quantile of ρ over
+      all anchors of the global batch;
+    * after dropping ``burn`` points, least squares on ``x_k = log δ_(k)`` with ``F_k = k / (k_tail + 1)``:
+      Weibull line ``log F_k ≈ a + β·x_k`` and Gumbel proxy ``log(−log F_k) ≈ b + γ·x_k``;
+      ``AIC = n·log(SSE/n) + 4`` and ``ΔAIC_i = AIC_G − AIC_W`` (> 0 favours the Weibull geometry);
+    * ``λ_i = σ(κ_ρ (log ρ_0 − log ρ_i)) · σ(κ_aic (ΔAIC_i − m))``;
+    * ``β_i`` is 1 (``"unit"``, the authors' released code), the Weibull-line slope clamped to
+      [β_min, β_max] (``"ols"``, the paper's formula) or the clamped Hill estimate
+      ``k / Σ_{j≤k} log(δ_(k+1) / δ_(j))`` with ``k = k_tail − 1`` (``"hill"``).
 
     Stop-gradient quantities: λ_i, β_i, ρ_i, ρ_0 and ΔAIC_i are computed under ``no_grad`` from the
     detached scores (the paper's stop-gradient); gradients flow only through ``s_ij`` in the logits.
@@ -44,25 +55,22 @@ class WeinceLoss(ContrastiveLoss):
         (arXiv 2606.00262).
 
     Args:
-        temperature: τ > 0.
+        temperature: τ > 0; overrides ``config.temperature`` when given.
         layout: ``"simcse"`` (B×B) or ``"ntxent"`` (2N views).
-        beta_mode: ``"unit"``, ``"ols"`` or ``"hill"``.
-        beta_clamp: (β_min, β_max) with 0 < β_min ≤ β_max, default (0.5, 16).
-        min_tail_points: lower bound on the tail size, ≥ 1 (default 32).
-        tail_frac: tail fraction of the K negatives, in (0, 1] (default 0.10).
-        burn: leading tail points dropped before the fits; ``None`` = ``max(1, k_tail // 20)``.
-        q: quantile of ρ over anchors defining ρ_0, in [0, 1] (default 0.2).
-        kappa_rho: slope κ_ρ > 0 of the hardness gate (default 10).
-        kappa_aic: slope κ_aic > 0 of the tail-shape gate (default 1).
-        margin: ΔAIC margin m (default 2).
-        eps: shortfall floor / clamp of s below 1, in (0, 0.1] (default 1e-6).
-        fixed_lambda: if set, λ_i ≡ this value in [0, 1] for every anchor (ablations; 0 gives InfoNCE);
-            the statistics are still computed and reported.
+        config: the knobs (:class:`~simcse_weince.losses.config.WeinceConfig`, which documents each one's
+            meaning, default and range); ``None`` = ``WeinceConfig()``.
         gather_across_devices: score local anchors against all processes' candidates; every statistic,
             ρ_0 included, then equals the single-process value on the global batch.
+        beta_clamp: ``(beta_min, beta_max)``, the pair under one name (as in :meth:`get_config_dict`).
+        **knobs: any :class:`WeinceConfig` field (``beta_mode``, ``q``, ``kappa_rho``, ...), overriding
+            ``config``'s value.
+
+    The knobs are read-only attributes (``loss.q``, ``loss.beta_mode``, ``loss.beta_clamp``, ...) reading
+    ``loss.config``.
 
     Raises:
         ValueError: on an argument outside its range (at construction), or a batch of fewer than 2 rows.
+        TypeError: an unknown knob, or ``beta_clamp`` together with ``beta_min`` / ``beta_max``.
 
     Example:
         >>> loss = WeinceLoss(temperature=0.05, beta_mode="ols")
@@ -72,100 +80,61 @@ class WeinceLoss(ContrastiveLoss):
 
     def __init__(
         self,
-        temperature: float = 0.05,
+        temperature: float | None = None,
         layout: Layout = "simcse",
-        beta_mode: str = "ols",
-        beta_clamp: tuple[float, float] = (0.5, 16.0),
-        min_tail_points: int = 32,
-        tail_frac: float = 0.10,
-        burn: int | None = None,
-        q: float = 0.2,
-        kappa_rho: float = 10.0,
-        kappa_aic: float = 1.0,
-        margin: float = 2.0,
-        eps: float = 1e-6,
-        fixed_lambda: float | None = None,
+        *,
+        config: WeinceConfig | None = None,
         gather_across_devices: bool = False,
+        beta_clamp: tuple[float, float] | None = None,
+        **knobs: Any,
     ) -> None:
-        super().__init__(temperature, layout, gather_across_devices)
-        if beta_mode not in BETA_MODES:
-            raise ValueError(f"beta_mode must be one of {BETA_MODES}, got {beta_mode!r}")
-        lo, hi = (float(v) for v in beta_clamp)
-        if not 0 < lo <= hi:
-            raise ValueError(f"beta_clamp must satisfy 0 < beta_min <= beta_max, got {tuple(beta_clamp)!r}")
-        if int(min_tail_points) != min_tail_points or min_tail_points < 1:
-            raise ValueError(f"min_tail_points must be an integer >= 1, got {min_tail_points!r}")
-        if not 0 < tail_frac <= 1:
-            raise ValueError(f"tail_frac must be in (0, 1], got {tail_frac!r}")
-        if burn is not None and (int(burn) != burn or burn < 0):
-            raise ValueError(f"burn must be None (automatic) or an integer >= 0, got {burn!r}")
-        if not 0 <= q <= 1:
-            raise ValueError(f"q must be in [0, 1], got {q!r}")
-        check_positive("kappa_rho", kappa_rho)
-        check_positive("kappa_aic", kappa_aic)
-        if not 0 < eps <= 0.1:
-            raise ValueError(f"eps must be in (0, 0.1], got {eps!r}")
-        if fixed_lambda is not None and not 0 <= fixed_lambda <= 1:
-            raise ValueError(f"fixed_lambda must be None or in [0, 1], got {fixed_lambda!r}")
-        self.beta_mode = beta_mode
-        self.beta_clamp = (lo, hi)
-        self.min_tail_points = int(min_tail_points)
-        self.tail_frac = float(tail_frac)
-        self.burn = None if burn is None else int(burn)
-        self.q = float(q)
-        self.kappa_rho = float(kappa_rho)
-        self.kappa_aic = float(kappa_aic)
-        self.margin = float(margin)
-        self.eps = float(eps)
-        self.fixed_lambda = None if fixed_lambda is None else float(fixed_lambda)
+        if temperature is not None:
+            knobs["temperature"] = temperature
+        if beta_clamp is not None:
+            if {"beta_min", "beta_max"} & knobs.keys():
+                raise TypeError("give beta_clamp or beta_min / beta_max, not both")
+            knobs["beta_min"], knobs["beta_max"] = beta_clamp
+        config = dataclasses.replace(config or WeinceConfig(), **knobs)  # validates; unknown knob: TypeError
+        super().__init__(config.temperature, layout, gather_across_devices)
+        self._config = config
         self.last_statistics: AnchorStatistics | None = None
 
+    @property
+    def config(self) -> WeinceConfig:
+        """The loss's settings (frozen; build a new loss to change them)."""
+        return self._config
+
+    @property
+    def beta_clamp(self) -> tuple[float, float]:
+        """``(beta_min, beta_max)``."""
+        return self._config.beta_clamp
+
     def get_config_dict(self) -> dict[str, Any]:
-        return {
-            **super().get_config_dict(),
-            "beta_mode": self.beta_mode,
-            "beta_clamp": list(self.beta_clamp),
-            "min_tail_points": self.min_tail_points,
-            "tail_frac": self.tail_frac,
-            "burn": self.burn,
-            "q": self.q,
-            "kappa_rho": self.kappa_rho,
-            "kappa_aic": self.kappa_aic,
-            "margin": self.margin,
-            "eps": self.eps,
-            "fixed_lambda": self.fixed_lambda,
-        }
+        out = super().get_config_dict()
+        for name, value in dataclasses.asdict(self._config).items():
+            if name == "beta_min":
+                out["beta_clamp"] = list(self.beta_clamp)  # the pair under one key, as the constructor takes it
+            elif name not in out and name != "beta_max":
+                out[name] = value
+        return out
 
     def statistics(self, lay: ScoreMatrix) -> AnchorStatistics:
-        """Stop-gradient per-anchor statistics of a :class:`ScoreMatrix` (spec §3)."""
+        """Stop-gradient per-anchor statistics of a :class:`ScoreMatrix` (:func:`anchor_statistics`)."""
         with torch.no_grad():
             # Non-negatives (positive, self) never enter the tail; masked negatives count as s = -1.
             stat_scores = lay.scores.detach().masked_fill(lay.user_mask, -1.0)
             stat_scores = stat_scores.masked_fill(lay.self_mask | lay.positive_mask, float("-inf"))
-            stats = anchor_statistics(
-                stat_scores,
-                lay.num_negatives,
-                beta_mode=self.beta_mode,
-                beta_clamp=self.beta_clamp,
-                min_tail_points=self.min_tail_points,
-                tail_frac=self.tail_frac,
-                burn=self.burn,
-                q=self.q,
-                kappa_rho=self.kappa_rho,
-                kappa_aic=self.kappa_aic,
-                margin=self.margin,
-                eps=self.eps,
-                gather_rho=all_gather_no_grad if self.gather_across_devices else None,
-            )
-            if self.fixed_lambda is not None:
-                stats = stats._replace(lam=torch.full_like(stats.lam, self.fixed_lambda))
+            gather_rho = all_gather_no_grad if self.gather_across_devices else None
+            stats = anchor_statistics(stat_scores, lay.num_negatives, self._config, gather_rho)
+            if self._config.fixed_lambda is not None:
+                stats = stats._replace(lam=torch.full_like(stats.lam, self._config.fixed_lambda))
         return stats
 
     def logits(self, scores: torch.Tensor, stats: AnchorStatistics) -> torch.Tensor:
         """(A, C) blended logits ``(1 − λ) s/τ + λ·(−β log(1 − s))`` with detached λ, β."""
         lam = stats.lam.detach()[:, None]  # stop-gradient (paper): λ_i is not trained
         beta = stats.beta.detach()[:, None]  # stop-gradient (paper): β_i is not trained
-        return weince_logits(scores, lam, beta, self.temperature, self.eps)
+        return weince_logits(scores, lam, beta, self._config.temperature, self._config.eps)
 
     def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
         """Mean cross-entropy of the blended logits; the batch's statistics are kept in ``last_statistics``
@@ -184,6 +153,15 @@ class WeinceLoss(ContrastiveLoss):
   year={2026},
   note={arXiv:2606.00262}
 }"""
+
+
+def _config_view(name: str) -> property:
+    return property(lambda self: getattr(self._config, name), doc=f"``config.{name}`` (read-only).")
+
+
+# loss.temperature, loss.q, loss.beta_mode, ...: read-only views of loss.config, so they cannot disagree with it.
+for _field in dataclasses.fields(WeinceConfig):
+    setattr(WeinceLoss, _field.name, _config_view(_field.name))
 
 
 @torch.no_grad()

@@ -9,20 +9,20 @@ token cache (:mod:`simcse_weince.text.token_cache`), which stores each sentence'
 
 from __future__ import annotations
 
-import codecs
 import itertools
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from simcse_weince.losses.duplicates import sentence_key
+from simcse_weince.textfiles import decode_utf8
 
 logger = logging.getLogger(__name__)
 GZIP_MAGIC = b"\x1f\x8b"
+LAYOUT = "UTF-8 text, one sentence per line"
 CHUNK_BYTES = 1 << 22  # read size of the streaming reader: flat memory whatever the file size
 
 
@@ -64,22 +64,6 @@ def check_text_file(path: str | Path) -> Path:
                 f"{path} is gzip-compressed; decompress it first (gunzip {path}): expected plain UTF-8 text"
             )
     return path
-
-
-def _decode_chunk(chunk: bytes, path: Path, first: bool, offset: int, line: int) -> str:
-    """``chunk`` (whole lines starting at byte ``offset``, line ``line``) decoded; a BOM is dropped at the
-    start of the file. Invalid UTF-8 raises the same ``path:line`` error as :func:`decode_utf8` on the
-    whole file."""
-    if first and chunk.startswith(codecs.BOM_UTF8):  # positions in errors stay those of the file
-        chunk, offset = chunk[len(codecs.BOM_UTF8) :], offset + len(codecs.BOM_UTF8)
-    try:
-        return chunk.decode("utf-8")
-    except UnicodeDecodeError as err:
-        bad_line = line + chunk[: err.start].count(b"\n")
-        raise ValueError(
-            f"{path}:{bad_line}: invalid UTF-8 at byte {offset + err.start} ({err.reason}); "
-            "expected UTF-8 text, one sentence per line"
-        ) from err
 
 
 def iter_sentences(
@@ -155,7 +139,7 @@ def _read_lines(
                 counted.unterminated_lines_dropped += 1
                 return
             chunk, rest = buf[:cut], buf[cut:]
-            for s in _decode_chunk(chunk, path, offset == 0, offset, line).splitlines():
+            for s in decode_utf8(chunk, path, LAYOUT, offset=offset, line=line).splitlines():
                 s = s.strip()
                 if s:
                     counted.sentences += 1
@@ -185,24 +169,6 @@ def check_sentences(path: str | Path, drop_unterminated_last_line: bool, stats: 
     """Read the file once without keeping it, for its errors and counts (see :func:`iter_sentences`)."""
     for _ in iter_sentences(path, drop_unterminated_last_line, stats):
         pass
-
-
-def tokenize_sentences(tokenizer, sentences: Sequence[str], max_length: int, stats: TextStats) -> list[list[int]]:
-    """Token ids truncated to ``max_length``; the number of truncated sentences goes into ``stats``.
-
-    Uses the fast tokenizer's overflow mapping to count truncation in the same pass. Holds all the ids in
-    memory (the in-memory reference of :func:`tokenize_batch`, kept for small lists and the benchmark).
-    """
-    check_fast(tokenizer)
-    enc = tokenizer(
-        list(sentences), truncation=True, max_length=max_length, return_overflowing_tokens=True, padding=False
-    )
-    mapping = np.asarray(enc["overflow_to_sample_mapping"])
-    first = np.ones(len(mapping), dtype=bool)
-    first[1:] = mapping[1:] != mapping[:-1]  # the first chunk of each sentence
-    stats.truncated += int(np.unique(mapping[~first]).size)  # sentences with at least one overflow chunk
-    ids = enc["input_ids"]
-    return [ids[i] for i in np.flatnonzero(first)]
 
 
 def check_fast(tokenizer) -> None:

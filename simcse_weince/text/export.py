@@ -1,4 +1,4 @@
-"""Export a trained :class:`SimCSEModel` as a ``SentenceTransformer`` folder, with a model card.
+"""Export a trained :class:`SimCSEModel` as a ``SentenceTransformer`` folder (with ``card`` as README.md if given).
 
 The folder holds only what inference needs: the encoder weights and config, the tokenizer, and the
 sentence-transformers modules that reproduce the inference pooler:
@@ -91,7 +91,7 @@ def export_sentence_transformer(
 
         modules.append(Normalize())
     st = SentenceTransformer(modules=modules, device="cpu")
-    st.save(str(folder), create_model_card=card is None)
+    st.save(str(folder), create_model_card=False)  # the run renders its own card (training/ending.py)
     if card is not None:
         (folder / "README.md").write_text(card, encoding="utf-8")
     logger.info("saved SentenceTransformer folder %s (pooler %s)", folder, model.inference_pooler)

@@ -105,3 +105,19 @@ def render_model_card(
         inference_desc=inference_desc,
         citation=citation.strip(),
     )
+
+
+def inference_description(normalize: bool, base_max_len: int | None, limit: int) -> str:
+    """What the exported folder does at inference and where that comes from: ``base_max_len`` is the base
+    SentenceTransformer's own length limit (``None`` for a plain encoder, whose ``limit`` is the model's)."""
+    if base_max_len is not None:
+        desc = f"max_seq_length {base_max_len} (as the base model)"
+    else:
+        desc = f"max_seq_length {limit} (the model's limit)"
+    return desc + ("; L2-normalised output (the base model's Normalize module)" if normalize else "")
+
+
+def score_label(key: str, max_pairs: int | None) -> str:
+    """``stsb_dev`` -> ``STS-B dev``, or ``STS-B dev (first 100 pairs)`` for a subset score."""
+    label = "STS-B " + key.split("_")[1]
+    return label if max_pairs is None else f"{label} (first {max_pairs} pairs)"

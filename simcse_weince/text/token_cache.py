@@ -56,8 +56,8 @@ TOKEN_FEATURES = datasets.Features(
 )
 READ_STATS = ("files", "sentences", "blank_lines_skipped", "unterminated_lines_dropped")
 # Sentences per tokenizer call, and so rows per Arrow record batch written. Large record batches matter to
-# every reader: opening an IPC stream reads each batch's header, and the pages faulted in around 1,000-row
-# batches were 60 % of the file (+0.65 GB of RSS per process at 10M lines); around 10,000-row ones, 10 %.
+# every reader: opening an IPC stream reads each batch's header and faults in the pages around it, so small
+# batches make every process map much of the file (bench/scaling.py measures it; figures in bench/README.md).
 MAP_BATCH = 10_000
 WRITER_BATCH = 10_000  # rows per record batch when the map writes row by row
 
@@ -126,8 +126,8 @@ def load_cache(folder: Path) -> tuple[datasets.Dataset, dict]:
 def _range_text(path: Path, start: int, stop: int, drop: bool) -> datasets.Dataset:
     """One byte range of a checked file as an in-memory ``text`` column (one part: bounded by ``PART_BYTES``).
 
-    ``Dataset.from_dict`` on the part's lines costs ~0.4 s per 100k lines here; ``Dataset.from_generator``
-    (one Python dict per line into an Arrow file) cost ~2 s, a fifth of the whole build.
+    ``Dataset.from_dict`` on the part's lines, not ``Dataset.from_generator``: one Python dict per line into an
+    Arrow file cost several times as much (bench/scaling.py times the whole build).
     """
     return datasets.Dataset.from_dict({"text": list(iter_range_sentences(path, start, stop, drop))})
 

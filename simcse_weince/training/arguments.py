@@ -3,23 +3,25 @@
 Every field is checked when the configuration is parsed (``__post_init__``), so an invalid value stops the
 run before any model or data is loaded: choices are ``Literal`` types (``--help`` lists them, argparse
 rejects others on the command line) and are checked again for values that come from a YAML file, and the
-loss's ranges are checked by building the loss.
+WEINCE knobs' ranges are checked by :class:`~simcse_weince.losses.config.WeinceConfig`, which also owns
+their defaults and help texts (``LossArguments`` is generated from its fields).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
-from typing import Literal, get_args
+from dataclasses import dataclass, field, fields, make_dataclass
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import torch
 from transformers import TrainingArguments
 
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
+from simcse_weince.losses.config import BetaMode as BetaMode  # re-exported: the CLIs' choices of beta_mode
+from simcse_weince.losses.config import WeinceConfig
 from simcse_weince.losses.layout import Layout
 
 LossName = Literal["weince", "infonce"]
-BetaMode = Literal["unit", "ols", "hill"]
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
 
 
@@ -35,47 +37,61 @@ def check_at_least(name: str, value: float | None, minimum: float) -> None:
         raise ValueError(f"{name} must be >= {minimum}; got {value!r}")
 
 
-_NOT_WEINCE_KWARGS = frozenset({"loss", "mask_duplicates", "beta_min", "beta_max"})
-
-
-@dataclass
-class LossArguments:
-    """The contrastive loss and its WEINCE knobs (spec names; see :class:`WeinceLoss`)."""
-
-    loss: LossName = field(default="weince", metadata={"help": "weince | infonce"})
-    temperature: float = field(default=0.05, metadata={"help": "τ > 0 dividing the cosine similarities."})
-    beta_mode: BetaMode = field(default="ols", metadata={"help": "unit | ols | hill"})
-    beta_min: float = 0.5
-    beta_max: float = 16.0
-    min_tail_points: int = 32
-    tail_frac: float = 0.10
-    burn: int | None = None
-    q: float = 0.2
-    kappa_rho: float = 10.0
-    kappa_aic: float = 1.0
-    margin: float = 2.0
-    eps: float = 1e-6
-    fixed_lambda: float | None = None
-    gather_across_devices: bool = field(default=True, metadata={"help": "Negatives from all processes."})
-    mask_duplicates: bool = field(default=True, metadata={"help": "Identical sentences are not negatives."})
+class _LossArgumentsMethods:
+    """The behaviour of :data:`LossArguments`; its fields are generated from :class:`WeinceConfig` below."""
 
     def __post_init__(self) -> None:
-        check_choice("loss", self.loss, LossName)
-        check_choice("beta_mode", self.beta_mode, BetaMode)
-        self.build("simcse")  # the loss's own range checks (temperature > 0, q in [0, 1], ...)
+        for f in fields(self):
+            if get_origin(f.type) is Literal:  # loss, beta_mode: also for values that come from a YAML file
+                check_choice(f.name, getattr(self, f.name), f.type)
+        # The WEINCE knobs' ranges, also for loss: infonce (a typo must not pass silently because it is unused).
+        self.weince_config()
+
+    def weince_config(self) -> WeinceConfig:
+        """The WEINCE knobs of these arguments (every :class:`WeinceConfig` field, under its own name)."""
+        return WeinceConfig(**{f.name: getattr(self, f.name) for f in fields(WeinceConfig)})
 
     def build(self, layout: Layout = "simcse") -> InfoNCELoss | WeinceLoss:
-        """The loss module: every field except ``loss``, ``mask_duplicates`` and the β clamp pair is passed
-        to the loss constructor under its own name."""
+        """The loss module, with these knobs, ``layout`` and ``gather_across_devices``."""
+        config = self.weince_config()
+        gather = self.gather_across_devices
         if self.loss == "infonce":
-            # The WEINCE knobs are still validated: a typo must not pass silently because it is unused.
-            self._weince(layout)
-            return InfoNCELoss(self.temperature, layout=layout, gather_across_devices=self.gather_across_devices)
-        return self._weince(layout)
+            return InfoNCELoss(config.temperature, layout=layout, gather_across_devices=gather)
+        return WeinceLoss(config=config, layout=layout, gather_across_devices=gather)
 
-    def _weince(self, layout: Layout) -> WeinceLoss:
-        kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_WEINCE_KWARGS}
-        return WeinceLoss(layout=layout, beta_clamp=(self.beta_min, self.beta_max), **kwargs)
+
+def _loss_argument_fields() -> list[tuple[str, Any, Any]]:
+    """``loss``, then every :class:`WeinceConfig` field (its real type, default and help text; the range
+    checks stay in WeinceConfig), then the two switches that are not WEINCE knobs."""
+    hints = get_type_hints(WeinceConfig)  # real types, so that HfArgumentParser sees Literal / int | None
+    knobs = [
+        (f.name, hints[f.name], field(default=f.default, metadata={"help": f.metadata["help"]}))
+        for f in fields(WeinceConfig)
+    ]
+    return [
+        ("loss", LossName, field(default="weince", metadata={"help": "weince | infonce"})),
+        *knobs,
+        ("gather_across_devices", bool, field(default=True, metadata={"help": "Negatives from all processes."})),
+        ("mask_duplicates", bool, field(default=True, metadata={"help": "Identical sentences are not negatives."})),
+    ]
+
+
+LossArguments = make_dataclass(
+    "LossArguments",
+    _loss_argument_fields(),
+    bases=(_LossArgumentsMethods,),
+    namespace={
+        "__module__": __name__,
+        "__doc__": "The contrastive loss and its WEINCE knobs: one field per :class:`WeinceConfig` field (same "
+        "name, type, default and help), plus ``loss``, ``gather_across_devices`` and ``mask_duplicates``.",
+    },
+)
+
+
+def accelerator_available() -> bool:
+    """Whether torch sees an accelerator (CUDA, MPS, XPU, ...) that pinned host memory can feed."""
+    accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6
+    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
 
 
 @dataclass
@@ -132,6 +148,8 @@ class ContrastiveTrainingArguments(TrainingArguments):
             # processes on the CPU with gloo instead of falling back to N independent single-process runs.
             self.use_cpu = True
         super().__post_init__()
+        if self.dataloader_pin_memory and (self.use_cpu or not accelerator_available()):
+            self.dataloader_pin_memory = False  # pinning needs an accelerator (torch warns on every loader)
         processes = int(os.environ.get("WORLD_SIZE", "1"))
         if self.per_device_train_batch_size * processes < 2:
             raise ValueError(

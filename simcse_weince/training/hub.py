@@ -98,8 +98,10 @@ def push_folder(
     token: str | None = None,
     revision: str | None = None,
     commit_message: str = "End of training",
+    allow_patterns: list[str] | None = None,
 ) -> str:
-    """Upload exactly ``folder`` to the root of ``repo_id`` (created if needed); returns the commit URL.
+    """Upload exactly ``folder`` (or its files matching ``allow_patterns``) to the root of ``repo_id`` (created if
+    needed); returns the commit URL.
 
     Raises:
         HubPushError: the Hub could not be reached or refused the upload (message says how to retry).
@@ -111,7 +113,11 @@ def push_folder(
         api = HfApi(token=resolve_token(token))
         api.create_repo(repo_id, exist_ok=True, repo_type="model")
         info = api.upload_folder(
-            repo_id=repo_id, folder_path=str(folder), commit_message=commit_message, revision=revision
+            repo_id=repo_id,
+            folder_path=str(folder),
+            commit_message=commit_message,
+            revision=revision,
+            allow_patterns=allow_patterns,
         )
     except Exception as err:  # the Hub client raises many types (offline mode, HTTP, connection, auth)
         raise HubPushError(

@@ -1,13 +1,12 @@
-"""The run skeleton both pipelines share: logging, seeding, resume resolution, training, the run record.
+"""The run skeleton both commands share: logging, seeding, resume resolution, training, the run record.
 
-A pipeline (``text/train.py``, ``vision/train.py``) parses its argument groups, builds the loss (so every
+A command (``cli/train_text.py``, ``cli/train_vision.py``) parses its argument groups, builds the loss (so every
 setting is validated before anything heavy loads), then::
 
     t0 = start_run(training_args)
     ...  # data, model, evaluator, trainer (with the caller's extra callbacks)
-    record = train_and_record(trainer, training_args)
-    ...  # export, final scores
-    write_results(training_args.output_dir, results)
+    results = {**scores_before, **train_and_record(trainer, training_args), **scores_after}
+    finish_run(trainer, results, export=..., render_card=..., what=..., t_start=t0)  # training/ending.py
 """
 
 from __future__ import annotations

@@ -174,16 +174,18 @@ class ContrastiveTrainer(Trainer):
         return EvalLoopOutput(predictions=None, label_ids=None, metrics=metrics, num_samples=samples)
 
     # ---- the Hub -----------------------------------------------------------------------------------------
-    def push_final_folder(self, folder: str, commit_message: str = "End of training") -> str:
-        """Upload ``folder`` (the exported model and its card) to the run's repository once the Trainer's own
-        checkpoint pushes are done; returns the commit URL.
+    def push_final_folder(
+        self, folder: str, commit_message: str = "End of training", allow_patterns: list[str] | None = None
+    ) -> str:
+        """Upload ``folder`` (the exported model, or its files matching ``allow_patterns``) to the run's repository
+        once the Trainer's own checkpoint pushes are done; returns the commit URL.
 
         Raises:
             HubPushError: the upload failed (the local folder is complete).
         """
         self._finish_current_push()
         repo = self.hub_model_id or repo_name(self.args.hub_model_id, self.args.output_dir)
-        return push_folder(folder, repo, self.args.hub_token, self.args.hub_revision, commit_message)
+        return push_folder(folder, repo, self.args.hub_token, self.args.hub_revision, commit_message, allow_patterns)
 
     # ---- logging ----------------------------------------------------------------------------------------
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from simcse_weince.training.ending import LOCAL_USAGE_PATH
+
 CARD = """---
 tags:
 - image-feature-extraction
@@ -15,7 +17,7 @@ tags:
 # SimCLR-{loss_name} ({backbone}, {dataset})
 
 Self-supervised image encoder trained SimCLR-style with **{loss_name}** by simcse-weince
-(`python -m simcse_weince.vision.train`).
+(`python -m simcse_weince.cli.train_vision`).
 
 | | |
 |---|---|
@@ -37,9 +39,9 @@ Self-supervised image encoder trained SimCLR-style with **{loss_name}** by simcs
 * `model.safetensors` + `config.json`: backbone and projection head, as trained.
 
 ```python
-from simcse_weince.vision.model import load_simclr
+{usage_imports}from simcse_weince.vision.model import load_simclr
 
-model, config = load_simclr("path/to/this/folder")
+model, config = load_simclr({usage_source})
 features = model.features(images)  # (N, feature_dim)
 ```
 
@@ -65,7 +67,10 @@ def render_vision_card(
     lr: float,
     precision: str,
     scores: dict[str, float],
+    usage_path: str = LOCAL_USAGE_PATH,
 ) -> str:
+    """The card; ``usage_path`` is the Hub repository the folder was pushed to, or a local placeholder."""
+    local = usage_path == LOCAL_USAGE_PATH
     rows = "\n".join(f"| {k} | {v:.2f} |" for k, v in scores.items()) or "| (not evaluated) | |"
     return CARD.format(
         loss_tag=loss_name.lower(),
@@ -83,4 +88,6 @@ def render_vision_card(
         precision=precision,
         score_rows=rows,
         citation=citation.strip(),
+        usage_imports="" if local else "from huggingface_hub import snapshot_download\n",
+        usage_source=f'"{usage_path}"' if local else f'snapshot_download("{usage_path}")',
     )

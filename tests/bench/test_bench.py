@@ -16,24 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.timeout(600)
 def test_train_throughput_profile_splits_each_recipe_into_phases(wiki_sample: Path) -> None:
-    cmd = [
-        sys.executable,
-        "bench/train_throughput.py",
-        "--steps",
-        "5",
-        "--profile",
-        "2",
-        "--batch",
-        "8",
-        "--layers",
-        "1",
-        "--hidden",
-        "32",
-        "--max-len",
-        "16",
-        "--data",
-        str(wiki_sample),
-    ]
+    options = "--steps 5 --profile 2 --batch 8 --layers 1 --hidden 32 --max-len 16".split()
+    cmd = [sys.executable, "bench/train_throughput.py", *options, "--data", str(wiki_sample)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

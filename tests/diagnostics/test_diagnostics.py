@@ -13,6 +13,7 @@ from scipy.stats import genpareto
 from simcse_weince.diagnostics.geometry import alignment, uniformity
 from simcse_weince.diagnostics.link import ScoreBatch, select_link
 from simcse_weince.diagnostics.pot import fit_exceedances, fit_pot, threshold_stability
+from tests.helpers import argv
 
 
 def test_gpd_recovers_negative_shape() -> None:
@@ -92,28 +93,16 @@ def test_alignment_and_uniformity_closed_forms() -> None:
 
 @pytest.mark.slow
 def test_command_on_tiny_text_model(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path) -> None:
-    from simcse_weince.diagnostics.cli import run
+    from simcse_weince.cli.diagnose import run
 
     out = tmp_path / "diag"
     senteval = str(shared_data / "senteval" / "downstream")
     report = run(
-        [
-            "--model",
-            str(tiny_bert_weights_dir),
-            "--pooler",
-            "avg",
-            "--out",
-            str(out),
-            "--batch_size",
-            "64",
-            "--num_batches",
-            "4",
-            "--bootstrap",
-            "20",
-            "--data_dir",
-            senteval,
-        ]
-    )
+        argv(
+            model=tiny_bert_weights_dir, pooler="avg", out=out, batch_size=64, num_batches=4, bootstrap=20,
+            data_dir=senteval,
+        )
+    )  # fmt: skip
     saved = json.loads((out / "report.json").read_text())
     assert saved["kind"] == "text" and saved["batches"] == 4 and saved["negative_scores"] == 4 * 64 * 63
     assert {"xi", "sigma", "xi_ci", "endpoint"} <= set(saved["pot"])
@@ -128,31 +117,15 @@ def test_command_on_tiny_text_model(tiny_bert_weights_dir: Path, shared_data: Pa
 
 @pytest.mark.slow
 def test_command_with_stsb_pair_positives(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path) -> None:
-    from simcse_weince.diagnostics.cli import run
+    from simcse_weince.cli.diagnose import run
 
     senteval = str(shared_data / "senteval" / "downstream")
     report = run(
-        [
-            "--model",
-            str(tiny_bert_weights_dir),
-            "--pooler",
-            "avg",
-            "--out",
-            str(tmp_path / "d"),
-            "--batch_size",
-            "64",
-            "--num_batches",
-            "3",
-            "--bootstrap",
-            "10",
-            "--q",
-            "0.98",
-            "--text_positives",
-            "stsb",
-            "--data_dir",
-            senteval,
-        ]
-    )
+        argv(
+            model=tiny_bert_weights_dir, pooler="avg", out=tmp_path / "d", batch_size=64, num_batches=3,
+            bootstrap=10, q=0.98, text_positives="stsb", data_dir=senteval,
+        )
+    )  # fmt: skip
     assert report["positives"] == "stsb" and report["batches"] == 3
     assert report["positive_rank"]["top1"] < 0.99  # a random encoder does not rank paraphrases first
     assert report["link"]["identifiable"] is True

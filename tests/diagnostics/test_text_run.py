@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from simcse_weince.diagnostics.cli import build_parser, statistics_loss
+from simcse_weince.cli.diagnose import build_parser, statistics_loss
 from simcse_weince.text.export import export_sentence_transformer
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
 from simcse_weince.training.arguments import LossArguments
@@ -69,7 +69,7 @@ def test_statistics_use_the_run_settings_then_the_flags(tiny_bert_dir: Path, tmp
 
 
 def test_invalid_statistics_setting_fails_before_loading(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from simcse_weince.diagnostics.cli import main
+    from simcse_weince.cli.diagnose import main
 
     assert main(["--model", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"), "--kappa_rho", "-1"]) == 2
     err = capsys.readouterr().err

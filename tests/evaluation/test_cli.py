@@ -7,28 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from simcse_weince.evaluation.cli import main
+from simcse_weince.cli.evaluate import main
+from tests.helpers import argv
 
 
 def test_cli_on_plain_hf_encoder(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "ev"
-    rc = main(
-        [
-            "--model",
-            str(tiny_bert_weights_dir),
-            "--pooler",
-            "avg",
-            "--tasks",
-            "STSB,SICKR",
-            "--mode",
-            "dev",
-            "--data_dir",
-            str(shared_data / "senteval" / "downstream"),
-            "--output_dir",
-            str(out),
-            "--no_progress",
-        ]
+    data = shared_data / "senteval" / "downstream"
+    options = argv(
+        model=tiny_bert_weights_dir, pooler="avg", tasks="STSB,SICKR", mode="dev", data_dir=data, output_dir=out
     )
+    rc = main([*options, "--no_progress"])  # --no_progress is a switch: no value
     assert rc == 0
     printed = capsys.readouterr().out
     assert "| STS-B | SICK-R | STS Avg. |" in printed
@@ -42,16 +31,7 @@ def test_cli_rejects_bad_options(tiny_bert_weights_dir: Path, tmp_path: Path, ca
     with pytest.raises(SystemExit):
         main(["--model", str(tiny_bert_weights_dir), "--mode", "full"])
     capsys.readouterr()
-    bad_task = [
-        "--model",
-        str(tiny_bert_weights_dir),
-        "--pooler",
-        "avg",
-        "--tasks",
-        "STS17",
-        "--output_dir",
-        str(tmp_path),
-    ]
+    bad_task = argv(model=tiny_bert_weights_dir, pooler="avg", tasks="STS17", output_dir=tmp_path)
     assert main(bad_task) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown task 'STS17'") and err.count("\n") == 1

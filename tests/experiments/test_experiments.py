@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from experiments.common import summary_table
-from tests.vision.fake_cifar import write_cifar10_zips
+from tests.helpers import argv, write_cifar10_zips
 
 pytestmark = pytest.mark.slow  # subprocesses and end-to-end runs
 
@@ -44,50 +44,17 @@ def _run(cmd: list[str]) -> None:
 @pytest.mark.timeout(900)
 def test_paper_scale_script_with_a_tiny_model(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
     out = tmp_path / "paper"
-    _run(
-        [
-            "bash",
-            "experiments/paper_scale.sh",
-            "--seeds",
-            "0",
-            "1",
-            "--eval_tasks",
-            "STSB,TREC",
-            "--eval_mode",
-            "fast",
-            "--runs_dir",
-            str(tmp_path / "runs"),
-            "--out",
-            str(out),
-            "--extra",
-            "--model_name_or_path",
-            str(tiny_bert_dir),
-            "--init_from_config",
-            "true",
-            "--train_files",
-            str(wiki_sample),
-            "--drop_unterminated_last_line",
-            "wiki1m_for_simcse.head*",
-            "--max_train_samples",
-            "64",
-            "--max_seq_length",
-            "16",
-            "--per_device_train_batch_size",
-            "16",
-            "--max_steps",
-            "2",
-            "--eval_steps",
-            "1",
-            "--save_steps",
-            "1",
-            "--eval_max_pairs",
-            "40",
-            "--min_tail_points",
-            "10",
-            "--eval_test_at_end",
-            "false",
-        ]
-    )
+    driver = argv(
+        "bash", "experiments/paper_scale.sh", seeds=[0, 1], eval_tasks="STSB,TREC", eval_mode="fast",
+        runs_dir=tmp_path / "runs", out=out,
+    )  # fmt: skip
+    training = argv(
+        model_name_or_path=tiny_bert_dir, init_from_config=True, train_files=wiki_sample,
+        drop_unterminated_last_line="wiki1m_for_simcse.head*", max_train_samples=64, max_seq_length=16,
+        per_device_train_batch_size=16, max_steps=2, eval_steps=1, save_steps=1, eval_max_pairs=40,
+        min_tail_points=10, eval_test_at_end=False,
+    )  # fmt: skip
+    _run([*driver, "--extra", *training])  # --extra passes the rest to every training run
     summary = json.loads(out.with_suffix(".json").read_text())
     assert summary["seeds"] == [0, 1] and set(summary["losses"]) == {"infonce", "weince-ols"}
     for metric in ("STS-B", "TREC", "alignment", "uniformity"):
@@ -100,39 +67,12 @@ def test_paper_scale_script_with_a_tiny_model(tiny_bert_dir: Path, wiki_sample: 
 def test_vision_experiment_with_tiny_data(tmp_path: Path) -> None:
     root = write_cifar10_zips(tmp_path / "data")
     out = tmp_path / "vision"
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.vision_cpu",
-            "--seeds",
-            "0",
-            "1",
-            "--runs_dir",
-            str(tmp_path / "runs"),
-            "--out",
-            str(out),
-            "--extra",
-            "--data_dir",
-            str(root),
-            "--train_per_class",
-            "8",
-            "--probe_train_per_class",
-            "8",
-            "--probe_test_per_class",
-            "4",
-            "--num_train_epochs",
-            "1",
-            "--per_device_train_batch_size",
-            "8",
-            "--per_device_eval_batch_size",
-            "8",
-            "--min_tail_points",
-            "10",
-            "--dataloader_num_workers",
-            "0",
-        ]
-    )
+    driver = argv(sys.executable, "-m", "experiments.vision_cpu", seeds=[0, 1], runs_dir=tmp_path / "runs", out=out)
+    training = argv(
+        data_dir=root, train_per_class=8, probe_train_per_class=8, probe_test_per_class=4, num_train_epochs=1,
+        per_device_train_batch_size=8, per_device_eval_batch_size=8, min_tail_points=10, dataloader_num_workers=0,
+    )  # fmt: skip
+    _run([*driver, "--extra", *training])  # --extra passes the rest to every training run
     summary = json.loads(out.with_suffix(".json").read_text())
     assert set(summary["losses"]) == {"infonce", "weince"} and summary["seeds"] == [0, 1]
     assert len(summary["difference"]["weince"]["linear_probe"]["per_seed"]) == 2

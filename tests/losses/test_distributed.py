@@ -4,7 +4,6 @@ gradients and statistics of one process."""
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from pathlib import Path
 
@@ -15,14 +14,9 @@ import torch.multiprocessing as mp
 
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
 from simcse_weince.losses.distributed import all_gather_with_grad
+from tests.helpers import free_port
 
 WORLD = 2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _global_batch(layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -75,7 +69,7 @@ def _worker(rank: int, port: int, out_dir: str, name: str, layout: str) -> None:
 @pytest.mark.parametrize("layout", ["simcse", "ntxent"])
 def test_two_processes_equal_one_process_global_batch(name: str, layout: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_worker, args=(_free_port(), tmp, name, layout), nprocs=WORLD, join=True)
+        mp.spawn(_worker, args=(free_port(), tmp, name, layout), nprocs=WORLD, join=True)
         parts = [torch.load(Path(tmp) / f"rank{r}.pt") for r in range(WORLD)]
 
     a, p, mask = _global_batch(layout)

@@ -37,6 +37,7 @@ def test_one_training_step_with_sentence_transformer_trainer(
         learning_rate=1e-2,
         report_to="none",
         save_strategy="no",
+        dataloader_pin_memory=torch.cuda.is_available(),  # sentence-transformers' default pins even on a CPU
         disable_tqdm=True,
     )
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss)

@@ -14,8 +14,7 @@ import torch
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from transformers import AutoTokenizer
 
-from tests.text.test_grad_cache import NO_DROPOUT, collate, make_loss, tiny_model, trainer
-from tests.training.test_grad_cache import grads
+from tests.helpers import NO_DROPOUT, collate, grads, make_loss, tiny_model, trainer
 
 
 def main() -> None:

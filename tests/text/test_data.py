@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from transformers import AutoTokenizer
 
 from simcse_weince.losses.duplicates import sentence_key
@@ -15,7 +19,6 @@ from simcse_weince.text.data import (
     iter_sentences,
     read_sentences,
     tokenize_batch,
-    tokenize_sentences,
 )
 
 
@@ -124,20 +127,20 @@ def test_gzip_and_directory_errors(tmp_path: Path) -> None:
 def test_tokenize_batch_matches_the_in_memory_path(tiny_bert_dir: Path, wiki_sample: Path) -> None:
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     sentences = read_sentences(wiki_sample, drop_unterminated_last_line=True)[:500]
-    stats = TextStats()
-    ids = tokenize_sentences(tok, sentences, 16, stats)
+    ids = tok(sentences, truncation=True, max_length=16)["input_ids"]
+    truncated = sum(len(x) > 16 for x in tok(sentences)["input_ids"])  # counted on the untruncated ids
     cols = tokenize_batch(["", "  ", None, *sentences], tok, 16)  # blank and missing rows are dropped
     assert cols["input_ids"] == ids
-    assert sum(cols["truncated"]) == stats.truncated > 50  # the sample has long sentences
+    assert sum(cols["truncated"]) == truncated > 50  # the sample has long sentences
     assert cols["sentence_key"] == [sentence_key(x) for x in ids]
 
 
 def test_truncation_counted(tiny_bert_dir: Path) -> None:
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    stats = TextStats()
     long = " ".join(["word"] * 50)
-    ids = tokenize_sentences(tok, ["short one", long, "another short"], max_length=8, stats=stats)
-    assert stats.truncated == 1
+    cols = tokenize_batch(["short one", long, "another short"], tok, max_length=8)
+    ids = cols["input_ids"]
+    assert cols["truncated"] == [False, True, False]
     assert [len(x) for x in ids] == [4, 8, 4]
     assert ids[1][0] == tok.cls_token_id and ids[1][-1] == tok.sep_token_id
 
@@ -150,7 +153,21 @@ def test_collator_pads_and_keys_duplicates(tiny_bert_dir: Path) -> None:
     assert batch["attention_mask"].sum(1).tolist() == [4, 6, 4]
     keys = batch["sentence_key"].tolist()
     assert keys[0] == keys[2] != keys[1]
-    assert sentence_key([1, 2, 3]) == sentence_key([1, 2, 3]) >= 0
+    assert keys == [sentence_key(r["input_ids"]) for r in rows]
+
+
+def test_sentence_key_is_the_documented_hash_of_the_int64_ids() -> None:
+    # BLAKE2b (8 bytes) of the ids as little-endian int64, read little-endian, shifted right by one bit
+    want = int.from_bytes(hashlib.blake2b(struct.pack("<3q", 1, 2, 3), digest_size=8).digest(), "little") >> 1
+    assert sentence_key([1, 2, 3]) == want
+    # the ids are normalised to int64 whatever their container or integer type
+    for same in ((1, 2, 3), np.array([1, 2, 3], dtype=np.int32), torch.tensor([1, 2, 3], dtype=torch.int32)):
+        assert sentence_key(same) == want, type(same)
+    # the key tells different sequences apart: order, length, a padding zero, a large id
+    others = [[3, 2, 1], [1, 2], [1, 2, 3, 0], [1, 2, 3 + 2**32], [101, 2, 102]]
+    keys = [sentence_key(x) for x in others]
+    assert len({want, *keys}) == len(others) + 1
+    assert all(0 <= k < 2**63 for k in [want, *keys])  # fits a non-negative int64 tensor entry
 
 
 def test_collator_uses_the_stored_key(tiny_bert_dir: Path) -> None:

@@ -12,56 +12,30 @@ import pytest
 import torch
 from transformers import AutoTokenizer, TrainerCallback
 
-from simcse_weince.losses import WeinceLoss
-from simcse_weince.losses.duplicates import duplicate_mask, sentence_keys
-from simcse_weince.text.model import SimCSEModel, load_hf_encoder
-from simcse_weince.text.trainer import SimCSETrainer
-from simcse_weince.training.arguments import ContrastiveTrainingArguments
+from simcse_weince.losses.duplicates import duplicate_mask
+from simcse_weince.text.model import SimCSEModel
 from simcse_weince.training.grad_cache import RngState, split_batch
-from tests.launch import accelerate_launch
-from tests.training.test_grad_cache import assert_grads_close, grads
+from tests.helpers import (
+    NO_DROPOUT,
+    B,
+    accelerate_launch,
+    argv,
+    assert_grads_close,
+    collate,
+    grads,
+    make_loss,
+    tiny_model,
+    trainer,
+)
 
-B = 12
 NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 DEVICES = ["cpu", pytest.param("cuda", marks=NO_CUDA)]  # cuda: the CUDA generator's replay
-# Mean pooling: a random-init BERT's [CLS] vectors are nearly identical (1 - s ≈ 1e-5), where -log(1 - s) turns
-# float rounding into visible differences; the means are well spread. margin 0 (one of the authors' settings)
-# makes λ clearly non-zero on this batch.
-POOLER = "avg"
-NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 
 def sentences(wiki: Path, n: int) -> list[str]:
     lines = [s.strip() for s in wiki.read_text(encoding="utf-8").splitlines()[: 2 * n] if s.strip()][:n]
     lines[5] = lines[2]  # a duplicate: masked as a negative through the sentence keys
     return lines
-
-
-def collate(tok):
-    def fn(texts: list[str]) -> dict[str, torch.Tensor]:
-        batch = dict(tok(texts, padding=True, truncation=True, max_length=16, return_tensors="pt"))
-        batch["sentence_key"] = sentence_keys(batch["input_ids"], batch["attention_mask"])
-        return batch
-
-    return fn
-
-
-def make_loss(gather_across_devices: bool = False) -> WeinceLoss:
-    return WeinceLoss(0.05, min_tail_points=10, margin=0.0, gather_across_devices=gather_across_devices)
-
-
-def tiny_model(folder: Path, **overrides) -> SimCSEModel:
-    torch.manual_seed(0)
-    encoder = load_hf_encoder(str(folder), from_config=True, config_overrides=overrides)
-    return SimCSEModel(encoder, pooler=POOLER).train()
-
-
-def trainer(model: SimCSEModel, out: Path, chunk: int | None, **kwargs) -> SimCSETrainer:
-    args = ContrastiveTrainingArguments(
-        output_dir=str(out), per_device_train_batch_size=B, gradient_cache_chunk_size=chunk, report_to="none",
-        use_cpu=kwargs.pop("use_cpu", True), **kwargs,
-    )  # fmt: skip
-    return SimCSETrainer(model=model, args=args, loss=make_loss())
 
 
 @pytest.fixture(scope="module")
@@ -174,24 +148,44 @@ def test_trainer_run_with_accumulation_matches_the_uncached_run(
     assert all(0 <= log["lambda_mean"] <= 1 for log in steps)
 
 
+class TrainingForwards(TrainerCallback):
+    """The number of rows of every training-mode forward of the model (a forward hook added at train begin)."""
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        def record(module, args, kwargs, output):
+            if module.training:
+                self.rows.append(int(kwargs["input_ids"].shape[0]))
+
+        model.register_forward_hook(record, with_kwargs=True)
+
+
 @pytest.mark.slow
-def test_command_line_run_with_gradient_caching(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
-    from simcse_weince.text.train import run
+def test_command_line_run_embeds_every_batch_in_cached_chunks(
+    tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path
+) -> None:
+    """``--gradient_cache_chunk_size 5`` with batches of 16: each step embeds chunks of 5, 5, 5, 1 without
+    gradient, then again in the backward's replay; no training forward sees the whole batch."""
+    from simcse_weince.cli.train_text import run
 
     out = tmp_path / "run"
+    forwards = TrainingForwards()
     results = run(
-        [
-            "--model_name_or_path", str(tiny_bert_dir), "--init_from_config", "true", "--train_files",
-            str(wiki_sample), "--drop_unterminated_last_line", "wiki1m_for_simcse.head*", "--max_train_samples",
-            "64", "--max_seq_length", "16", "--eval_max_pairs", "40", "--per_device_train_batch_size", "16",
-            "--gradient_cache_chunk_size", "5", "--max_steps", "2", "--eval_steps", "2", "--save_steps", "2",
-            "--logging_steps", "1", "--min_tail_points", "10", "--output_dir", str(out), "--disable_tqdm", "true",
-            "--report_to", "none",
-        ]
+        argv(
+            model_name_or_path=tiny_bert_dir, init_from_config=True, train_files=wiki_sample,
+            drop_unterminated_last_line="wiki1m_for_simcse.head*", max_train_samples=64, max_seq_length=16,
+            eval_max_pairs=40, per_device_train_batch_size=16, gradient_cache_chunk_size=5, max_steps=2,
+            eval_steps=2, save_steps=2, logging_steps=1, min_tail_points=10, output_dir=out, disable_tqdm=True,
+            report_to="none",
+        ),
+        callbacks=[forwards],
     )  # fmt: skip
+    assert forwards.rows == 2 * (2 * [5, 5, 5, 1])  # 2 steps x (first pass + replay) x 4 chunks
     saved = (out / "run_config.yaml").read_text(encoding="utf-8")
     assert "gradient_cache_chunk_size: 5" in saved
-    assert results is not None and json.loads((out / "results.json").read_text())
+    assert results["steps"] == 2 and json.loads((out / "results.json").read_text())
 
 
 @pytest.mark.slow

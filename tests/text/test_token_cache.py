@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 
 from simcse_weince.losses.duplicates import sentence_key
 from simcse_weince.text import token_cache
-from simcse_weince.text.data import TextStats, read_sentences, tokenize_sentences
+from simcse_weince.text.data import TextStats, read_sentences
 from simcse_weince.text.token_cache import CacheNotBuiltError, prepare_text_files
 
 
@@ -70,11 +70,13 @@ def test_built_once_then_reused(
 def test_rows_equal_the_in_memory_path_on_real_text(wiki_sample: Path, tok, tmp_path: Path) -> None:
     ds, stats = prepare([(wiki_sample, True)], tok, tmp_path, max_length=32)
     old = TextStats()
-    ids = tokenize_sentences(tok, read_sentences(wiki_sample, True, old), 32, old)
+    sentences = read_sentences(wiki_sample, True, old)
+    ids = tok(sentences, truncation=True, max_length=32)["input_ids"]
+    truncated = sum(len(x) > 32 for x in tok(sentences)["input_ids"])  # counted on the untruncated ids
     assert len(ds) == len(ids) == 11_914
     assert ds["input_ids"][:] == ids
     assert ds["sentence_key"][:] == [sentence_key(x) for x in ids]
-    assert (stats.truncated, stats.unterminated_lines_dropped, stats.sentences) == (old.truncated, 1, 11_914)
+    assert (stats.truncated, stats.unterminated_lines_dropped, stats.sentences) == (truncated, 1, 11_914)
     assert stats.truncated > 1000
 
 
@@ -108,7 +110,7 @@ def test_several_files_in_order_with_max_rows(small_file: Path, wiki_sample: Pat
     files = [(small_file, False), (wiki_sample, True)]
     ds, stats = prepare(files, tok, tmp_path, max_rows=305)
     first = read_sentences(small_file) + read_sentences(wiki_sample, True)[:5]
-    assert ds["input_ids"][:] == tokenize_sentences(tok, first, 16, TextStats())
+    assert ds["input_ids"][:] == tok(first, truncation=True, max_length=16)["input_ids"]
     assert stats.files == [str(small_file), str(wiki_sample)] and stats.sentences == 300 + 11_914
     full, full_stats = prepare(files, tok, tmp_path)  # the same cache, all rows
     assert full_stats.cache_reused and len(full) == 12_214 and full_stats.truncated > stats.truncated
@@ -158,4 +160,4 @@ def test_a_part_of_blank_lines_only(tmp_path: Path, tok, monkeypatch: pytest.Mon
     monkeypatch.setattr(token_cache, "PART_BYTES", 40)  # parts in the middle hold blank lines only
     ds, stats = prepare([(f, False)], tok, tmp_path)
     assert len(ds.cache_files) == 2 and (stats.sentences, stats.blank_lines_skipped) == (2, 100)
-    assert ds["input_ids"][:] == tokenize_sentences(tok, ["first sentence", "last sentence"], 16, TextStats())
+    assert ds["input_ids"][:] == tok(["first sentence", "last sentence"], truncation=True, max_length=16)["input_ids"]

@@ -14,55 +14,23 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
+from simcse_weince.cli.train_text import run
 from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
-from simcse_weince.text.train import run
-from tests.interrupt import Interrupt, StopAt
-from tests.launch import accelerate_launch
+from tests.helpers import Interrupt, StopAt, accelerate_launch, argv
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _args(tiny: Path, wiki: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "--model_name_or_path",
-        str(tiny),
-        "--init_from_config",
-        "true",
-        "--pooler",
-        "cls",
-        "--train_files",
-        str(wiki),
-        "--drop_unterminated_last_line",
-        "wiki1m_for_simcse.head*",
-        "--max_train_samples",
-        "96",
-        "--max_seq_length",
-        "16",
-        "--eval_max_pairs",
-        "60",
-        "--per_device_train_batch_size",
-        "16",
-        "--learning_rate",
-        "1e-3",
-        "--max_steps",
-        "4",
-        "--eval_steps",
-        "2",
-        "--save_steps",
-        "2",
-        "--logging_steps",
-        "1",
-        "--min_tail_points",
-        "10",
-        "--output_dir",
-        str(out),
-        "--disable_tqdm",
-        "true",
-        "--seed",
-        "3",
-        *extra,
-    ]
+def _args(tiny: Path, wiki: Path, out: Path, **flags: object) -> list[str]:
+    """The tiny run's command line; ``flags`` override or add settings."""
+    base = dict(
+        model_name_or_path=tiny, init_from_config=True, pooler="cls", train_files=wiki,
+        drop_unterminated_last_line="wiki1m_for_simcse.head*", max_train_samples=96, max_seq_length=16,
+        eval_max_pairs=60, per_device_train_batch_size=16, learning_rate="1e-3", max_steps=4, eval_steps=2,
+        save_steps=2, logging_steps=1, min_tail_points=10, output_dir=out, disable_tqdm=True, seed=3,
+    )  # fmt: skip
+    return argv(**(base | flags))
 
 
 @pytest.mark.slow
@@ -71,7 +39,7 @@ def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) 
     dup = tmp_path / "dups.txt"  # half the sentences repeated: the duplicate mask must fire
     lines = wiki_sample.read_text(encoding="utf-8").splitlines()[:40]
     dup.write_text("\n".join(lines + lines) + "\n", encoding="utf-8")
-    results = run(_args(tiny_bert_dir, dup, out, "--report_to", "tensorboard"))
+    results = run(_args(tiny_bert_dir, dup, out, report_to="tensorboard"))
 
     assert results["steps"] == 4
     history = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())["log_history"]
@@ -132,9 +100,10 @@ def test_offline_optional_push_keeps_everything_and_no_secret_is_written(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "run"
-    args = _args(tiny_bert_dir, wiki_sample, out, "--max_steps", "2", "--eval_test_at_end", "false",
-                 "--push_to_hub", "true", "--hub_model_id", "someone/simcse-test", "--hub_push_optional", "true",
-                 "--hub_token", "hf_SECRET_test_token")  # fmt: skip
+    args = _args(
+        tiny_bert_dir, wiki_sample, out, max_steps=2, eval_test_at_end=False, push_to_hub=True,
+        hub_model_id="someone/simcse-test", hub_push_optional=True, hub_token="hf_SECRET_test_token",
+    )  # fmt: skip
     results = run(args)
     assert "someone/simcse-test" in results["hub_error"] and "--hub_push_optional" in results["hub_error"]
     assert (out / "model" / "model.safetensors").is_file() and (out / "model" / "modules.json").is_file()
@@ -168,27 +137,16 @@ def test_resume_reaches_same_step_with_same_data_order(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    common = (
-        "--max_steps",
-        "6",
-        "--eval_steps",
-        "3",
-        "--save_steps",
-        "3",
-        "--eval_test_at_end",
-        "false",
-        "--save_total_limit",
-        "3",
-    )
+    common = dict(max_steps=6, eval_steps=3, save_steps=3, eval_test_at_end=False, save_total_limit=3)
     seen = _recording_collator(monkeypatch)
-    full = run(_args(tiny_bert_dir, wiki_sample, tmp_path / "full", *common))
+    full = run(_args(tiny_bert_dir, wiki_sample, tmp_path / "full", **common))
     full_order = list(seen)
     assert full["steps"] == 6 and len(full_order) == 6
 
     # Interrupted run: an exception right after step 4 (checkpoint-3 exists).
     seen.clear()
     with pytest.raises(Interrupt), caplog.at_level(logging.ERROR):
-        run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common), callbacks=[StopAt(4)])
+        run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", **common), callbacks=[StopAt(4)])
     assert (tmp_path / "cut" / "checkpoint-3").is_dir() and not (tmp_path / "cut" / "model").exists()
     assert "the last complete checkpoint is" in caplog.text and "--resume_from_checkpoint last" in caplog.text
 
@@ -196,7 +154,7 @@ def test_resume_reaches_same_step_with_same_data_order(
     (tmp_path / "cut" / "checkpoint-4").mkdir()
     (tmp_path / "cut" / "checkpoint-4" / "model.safetensors.tmp1a2b").write_bytes(b"partial")
     seen.clear()
-    resumed = run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", *common, "--resume_from_checkpoint", "last"))
+    resumed = run(_args(tiny_bert_dir, wiki_sample, tmp_path / "cut", **common, resume_from_checkpoint="last"))
     assert not (tmp_path / "cut" / "checkpoint-4").exists()
     assert resumed["steps"] == 6
     assert seen == full_order[3:]  # steps 4..6 see exactly the batches of the uninterrupted run
@@ -225,43 +183,17 @@ def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_
         cfg.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
         (tiny / "config.json").write_text(json.dumps(cfg))
 
-    def args(out: Path, batch: int, *extra: str) -> list[str]:
+    def args(out: Path, batch: int, **flags: object) -> list[str]:
         return _args(
-            tiny,
-            wiki_sample,
-            out,
-            "--pooler",
-            "avg",
-            "--max_train_samples",
-            "32",
-            "--per_device_train_batch_size",
-            str(batch),
-            "--max_steps",
-            "1",
-            "--optim",
-            "sgd",
-            "--learning_rate",
-            "1.0",
-            "--lr_scheduler_type",
-            "constant",
-            "--max_grad_norm",
-            "0",
-            "--weight_decay",
-            "0",
-            "--eval_strategy",
-            "no",
-            "--save_strategy",
-            "no",
-            "--load_best_model_at_end",
-            "false",
-            "--eval_test_at_end",
-            "false",
-            *extra,
-        )
+            tiny, wiki_sample, out, pooler="avg", max_train_samples=32, per_device_train_batch_size=batch,
+            max_steps=1, optim="sgd", learning_rate="1.0", lr_scheduler_type="constant", max_grad_norm=0,
+            weight_decay=0, eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
+            eval_test_at_end=False, **flags,
+        )  # fmt: skip
 
     single = run(args(tmp_path / "one", 32))
     _accelerate(2, args(tmp_path / "two", 16))
-    _accelerate(2, args(tmp_path / "two_local", 16, "--gather_across_devices", "false"))
+    _accelerate(2, args(tmp_path / "two_local", 16, gather_across_devices=False))
 
     two = json.loads((tmp_path / "two" / "results.json").read_text())
     assert (single["world_size"], two["world_size"], two["steps"]) == (1, 2, 1)
@@ -286,12 +218,12 @@ def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_
 def test_invalid_setting_fails_in_one_line_before_anything_loads(
     bad: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    from simcse_weince.text import train as train_module
+    from simcse_weince.cli import train_text as train_module
 
     def loaded(*args, **kwargs):
         raise AssertionError("a model, tokenizer or data set was loaded before the settings were checked")
 
-    for name in ("load_hf_encoder", "load_training_sentences", "stsb_task", "check_model_source"):
+    for name in ("load_hf_encoder", "prepare_corpus", "stsb_task", "check_model_source"):
         monkeypatch.setattr(train_module, name, loaded)
     monkeypatch.setattr(train_module.AutoTokenizer, "from_pretrained", loaded)
     cfg = tmp_path / "run.yaml"
@@ -307,8 +239,8 @@ def test_a_one_sentence_tail_batch_is_dropped_not_fatal(tiny_bert_dir: Path, wik
     # 33 sentences in batches of 16: the epoch's third batch would hold one sentence, which no contrastive
     # loss can score; the run drops it (and says so) instead of dying at the end of the epoch.
     out = tmp_path / "run"
-    args = _args(tiny_bert_dir, wiki_sample, out, "--max_steps", "-1", "--num_train_epochs", "1",
-                 "--max_train_samples", "33", "--eval_test_at_end", "false")  # fmt: skip
+    args = _args(tiny_bert_dir, wiki_sample, out, max_steps=-1, num_train_epochs=1, max_train_samples=33,
+                 eval_test_at_end=False)  # fmt: skip
     results = run(args)
     assert results["steps"] == 2 and results["text"]["tail_sentences_dropped"] == 1
     assert (out / "model" / "model.safetensors").is_file() and (out / "results.json").is_file()

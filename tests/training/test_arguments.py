@@ -59,3 +59,13 @@ def test_infonce_still_checks_the_weince_knobs() -> None:
     with pytest.raises(ValueError, match="q must be"):
         LossArguments(loss="infonce", q=2.0)
     assert LossArguments(loss="infonce").build().temperature == 0.05
+
+
+def test_weince_knobs_parse_with_their_types_from_yaml_and_the_command_line(tmp_path: Path) -> None:
+    # the fields are generated from WeinceConfig: argparse must still see float, int | None, Literal
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("eps: 1e-5\nburn: 3\nmin_tail_points: 8\nbeta_mode: unit\n")  # YAML reads 1e-5 as a string
+    _, _, loss, _ = parse_config(TEXT, [str(cfg), "--fixed_lambda", "0.5", "--q", "0.3", "--output_dir", str(tmp_path)])
+    assert (loss.eps, loss.burn, loss.min_tail_points, loss.beta_mode) == (1e-5, 3, 8, "unit")
+    assert (loss.fixed_lambda, loss.q) == (0.5, 0.3) and type(loss.burn) is int and type(loss.eps) is float
+    assert loss.build().config == loss.weince_config()

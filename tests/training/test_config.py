@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def test_unknown_cli_flag_is_an_error(tmp_path: Path) -> None:
         parse_config(GROUPS, ["--no_such_flag", "3", "--output_dir", str(tmp_path)])
 
 
-@pytest.mark.parametrize("name", ["quickstart.yaml", "unsup_bert_base_weince.yaml", "unsup_bert_base_infonce.yaml"])
+@pytest.mark.parametrize("name", ["quickstart.yaml", "unsup_bert_base.yaml"])
 def test_shipped_configs_parse(name: str, tmp_path: Path) -> None:
     m, d, loss, t = parse_config(GROUPS, [str(REPO / "configs" / name), "--output_dir", str(tmp_path)])
     built = loss.build()
@@ -98,4 +99,18 @@ def test_run_info_saved(tmp_path: Path) -> None:
     info = yaml.safe_load(path.read_text())
     assert info["loss"]["beta_mode"] == "ols" and info["training"]["learning_rate"] == 3e-5
     assert {"torch", "transformers", "sentence-transformers"} <= set(info["versions"])
-    assert info["git_revision"]
+
+
+def test_run_info_records_the_checkout_revision(tmp_path: Path) -> None:
+    """``git_revision`` is the commit checked out where the package lives (``+dirty`` with local changes)."""
+    from simcse_weince.training import config
+
+    package = Path(config.__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=package, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("the package is not in a git checkout (or git is missing): its revision is 'unknown'")
+    sha = head.stdout.strip()
+    assert len(sha) == 40 and int(sha, 16) >= 0
+    info = yaml.safe_load(save_run_info(tmp_path, {"loss": LossArguments()}).read_text())
+    assert info["git_revision"] in (sha, f"{sha}+dirty")

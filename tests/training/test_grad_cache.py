@@ -17,23 +17,7 @@ from simcse_weince.training.grad_cache import (
     cached_contrastive_loss,
     split_batch,
 )
-
-
-def assert_grads_close(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], rel: float = 1e-5) -> None:
-    """Equal to float32 rounding: within ``rel`` of each tensor's largest entry. A gradient that is zero in
-    exact arithmetic (attention key biases: softmax ignores a per-query constant) holds only rounding noise;
-    its scale is floored at 1e-6 of the largest gradient of the model."""
-    assert got.keys() == want.keys() and want
-    floor = 1e-6 * max(float(w.abs().max()) for w in want.values())
-    for name, w in want.items():
-        scale = max(float(w.abs().max()), floor)
-        torch.testing.assert_close(got[name], w, rtol=rel, atol=rel * scale, msg=name)
-
-
-def grads(model: nn.Module) -> dict[str, torch.Tensor]:
-    out = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad(set_to_none=True)
-    return out
+from tests.helpers import assert_grads_close, grads
 
 
 class TwoViewMLP(nn.Module):

@@ -1,4 +1,4 @@
-"""The Hub around a run, without a network: the recorder (tests/hub_recorder.py) stands in for HfApi."""
+"""The Hub around a run, without a network: the recorder (``tests.helpers.HubRecorder``) stands in for HfApi."""
 
 from __future__ import annotations
 
@@ -9,44 +9,49 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests import hub_recorder
-from tests.interrupt import Interrupt, StopAt
+from tests.helpers import Interrupt, StopAt, argv, install_hub_recorder, write_cifar10_zips
 
 
-def _text(tiny: Path, wiki: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "--model_name_or_path", str(tiny), "--init_from_config", "true", "--pooler", "cls",
-        "--train_files", str(wiki), "--drop_unterminated_last_line", "wiki1m_for_simcse.head*",
-        "--max_train_samples", "96", "--max_seq_length", "16", "--eval_max_pairs", "60",
-        "--per_device_train_batch_size", "16", "--learning_rate", "1e-3", "--max_steps", "4",
-        "--eval_steps", "2", "--save_steps", "2", "--logging_steps", "1", "--min_tail_points", "10",
-        "--eval_test_at_end", "false", "--output_dir", str(out), "--disable_tqdm", "true",
-        "--dataloader_num_workers", "0", "--report_to", "none", *extra,
-    ]  # fmt: skip
+def _text(tiny: Path, wiki: Path, out: Path, **flags: object) -> list[str]:
+    """The tiny text run's command line; ``flags`` override or add settings."""
+    base = dict(
+        model_name_or_path=tiny, init_from_config=True, pooler="cls", train_files=wiki,
+        drop_unterminated_last_line="wiki1m_for_simcse.head*", max_train_samples=96, max_seq_length=16,
+        eval_max_pairs=60, per_device_train_batch_size=16, learning_rate="1e-3", max_steps=4, eval_steps=2,
+        save_steps=2, logging_steps=1, min_tail_points=10, eval_test_at_end=False, output_dir=out,
+        disable_tqdm=True, dataloader_num_workers=0, report_to="none",
+    )  # fmt: skip
+    return argv(**(base | flags))
 
 
 @pytest.mark.slow
 def test_every_save_pushes_each_checkpoint_then_the_model_with_its_card(
     tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from simcse_weince.text.train import run
+    from simcse_weince.cli.train_text import run
 
-    hub = hub_recorder.install(monkeypatch, tmp_path / "hub")
+    hub = install_hub_recorder(monkeypatch, tmp_path / "hub")
     out = tmp_path / "run"
-    results = run(_text(tiny_bert_dir, wiki_sample, out, "--push_to_hub", "true", "--hub_strategy", "every_save",
-                        "--hub_model_id", "me/tiny-simcse"))  # fmt: skip
+    results = run(
+        _text(
+            tiny_bert_dir, wiki_sample, out, push_to_hub=True, hub_strategy="every_save", hub_model_id="me/tiny-simcse"
+        )
+    )
     assert hub.calls[0] == ("create_repo", "me/tiny-simcse")  # checked before anything else
     messages = [c.message for c in hub.commits]
     assert messages == [
         "Training in progress, step 2",
         "Training in progress, step 4",
-        "End of training: SentenceTransformer model and card",
+        "End of training: SentenceTransformer model",
+        "End of training: model card",  # rendered once the model is on the Hub: it names the repository
     ]
     for commit in hub.commits[:2]:  # the checkpoint's weights, never the checkpoint folders themselves
         assert "model.safetensors" in commit.files and not any(f.startswith("checkpoint-") for f in commit.files)
-    final = hub.commits[-1]
-    assert {"modules.json", "model.safetensors", "config.json", "README.md"} <= set(final.files)
-    assert 'SentenceTransformer("me/tiny-simcse")' in final.card and "WEINCE" in final.card
+    model, card = hub.commits[-2:]
+    assert {"modules.json", "model.safetensors", "config.json"} <= set(model.files) and "README.md" not in model.files
+    assert card.files == ["README.md"]
+    assert 'SentenceTransformer("me/tiny-simcse")' in card.card and "WEINCE" in card.card
+    assert (hub.repo("me/tiny-simcse") / "README.md").read_text() == (out / "model" / "README.md").read_text()
     assert results["hub_url"].endswith("/commit/3") and "hub_error" not in results
     # the repository now loads as a SentenceTransformer (the final push overwrote the root weights)
     from sentence_transformers import SentenceTransformer
@@ -61,20 +66,20 @@ def test_every_save_pushes_each_checkpoint_then_the_model_with_its_card(
 def test_resume_from_the_hub_last_checkpoint_reaches_the_same_weights(
     tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from simcse_weince.text.train import run
+    from simcse_weince.cli.train_text import run
 
-    hub = hub_recorder.install(monkeypatch, tmp_path / "hub")
-    common = ("--max_steps", "6", "--save_total_limit", "3", "--push_to_hub", "true", "--hub_strategy", "checkpoint")
-    run(_text(tiny_bert_dir, wiki_sample, tmp_path / "full", *common, "--hub_model_id", "me/full"))
+    hub = install_hub_recorder(monkeypatch, tmp_path / "hub")
+    common = dict(max_steps=6, save_total_limit=3, push_to_hub=True, hub_strategy="checkpoint")
+    run(_text(tiny_bert_dir, wiki_sample, tmp_path / "full", **common, hub_model_id="me/full"))
     # machine A stops after step 5: the last pushed checkpoint is step 4, kept as last-checkpoint/
     with pytest.raises(Interrupt):
-        run(_text(tiny_bert_dir, wiki_sample, tmp_path / "a", *common, "--hub_model_id", "me/cut"),
-            callbacks=[StopAt(5)])  # fmt: skip
+        run(_text(tiny_bert_dir, wiki_sample, tmp_path / "a", **common, hub_model_id="me/cut"), callbacks=[StopAt(5)])
     state = json.loads((hub.repo("me/cut") / "last-checkpoint" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
     # machine B starts from an empty folder and resumes from the Hub
-    resumed = run(_text(tiny_bert_dir, wiki_sample, tmp_path / "b", *common, "--hub_model_id", "me/cut",
-                        "--resume_from_checkpoint", "hub"))  # fmt: skip
+    resumed = run(
+        _text(tiny_bert_dir, wiki_sample, tmp_path / "b", **common, hub_model_id="me/cut", resume_from_checkpoint="hub")
+    )
     assert ("snapshot_download", "me/cut") in hub.calls and resumed["steps"] == 6
     a = load_file(tmp_path / "full" / "checkpoint-6" / "model.safetensors")
     b = load_file(tmp_path / "b" / "checkpoint-6" / "model.safetensors")
@@ -84,24 +89,24 @@ def test_resume_from_the_hub_last_checkpoint_reaches_the_same_weights(
 def test_unreachable_hub_fails_before_anything_loads(
     tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    from simcse_weince.text import train as train_module
+    from simcse_weince.cli import train_text as train_module
 
     def loaded(*args, **kwargs):
         raise AssertionError("a model or data set was loaded before the Hub was checked")
 
-    for name in ("load_hf_encoder", "load_training_sentences", "stsb_task"):
+    for name in ("load_hf_encoder", "prepare_corpus", "stsb_task"):
         monkeypatch.setattr(train_module, name, loaded)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_TOKEN", "hf_some_token")
-    argv = _text(tiny_bert_dir, wiki_sample, tmp_path / "run", "--push_to_hub", "true", "--hub_model_id", "me/x")
-    assert train_module.main(argv) == 2
+    command = _text(tiny_bert_dir, wiki_sample, tmp_path / "run", push_to_hub=True, hub_model_id="me/x")
+    assert train_module.main(command) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --push_to_hub: cannot create or write the Hub repository 'me/x'")
     assert "--hub_push_optional true" in err and err.count("\n") == 1
     # no token at all: said so, before any network call
     monkeypatch.delenv("HF_TOKEN")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    assert train_module.main(argv) == 2
+    assert train_module.main(command) == 2
     assert "no Hugging Face token" in capsys.readouterr().err
 
 
@@ -109,14 +114,15 @@ def test_unreachable_hub_fails_before_anything_loads(
 def test_optional_push_trains_locally_and_records_the_failure(
     tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from simcse_weince.text.train import main
+    from simcse_weince.cli.train_text import main
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_TOKEN", "hf_some_token")
     out = tmp_path / "run"
-    argv = _text(tiny_bert_dir, wiki_sample, out, "--max_steps", "2", "--push_to_hub", "true",
-                 "--hub_model_id", "me/x", "--hub_push_optional", "true")  # fmt: skip
-    assert main(argv) == 0
+    command = _text(
+        tiny_bert_dir, wiki_sample, out, max_steps=2, push_to_hub=True, hub_model_id="me/x", hub_push_optional=True
+    )
+    assert main(command) == 0
     results = json.loads((out / "results.json").read_text())
     assert "cannot create or write the Hub repository" in results["hub_error"]
     assert (out / "model" / "model.safetensors").is_file()
@@ -125,17 +131,21 @@ def test_optional_push_trains_locally_and_records_the_failure(
 
 @pytest.mark.slow
 def test_vision_run_pushes_the_backbone_folder_with_its_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from simcse_weince.vision.train import run
-    from tests.vision.fake_cifar import write_cifar10_zips
+    from simcse_weince.cli.train_vision import run
 
-    hub = hub_recorder.install(monkeypatch, tmp_path / "hub")
+    hub = install_hub_recorder(monkeypatch, tmp_path / "hub")
     root = write_cifar10_zips(tmp_path / "data")
-    results = run(["--backbone", "resnet18_slim", "--data_dir", str(root), "--per_device_train_batch_size", "8",
-                   "--num_train_epochs", "1", "--temperature", "0.5", "--min_tail_points", "10",
-                   "--output_dir", str(tmp_path / "run"), "--disable_tqdm", "true", "--dataloader_num_workers", "0",
-                   "--push_to_hub", "true", "--hub_strategy", "every_save", "--hub_model_id", "me/simclr"])  # fmt: skip
-    assert [c.message for c in hub.commits] == ["Training in progress, epoch 1", "End of training: backbone and card"]
-    final = hub.commits[-1]
-    assert {"backbone.safetensors", "model.safetensors", "config.json", "README.md"} <= set(final.files)
-    assert "SimCLR-WEINCE (resnet18_slim, cifar10_zip)" in final.card and "knn200" in final.card
-    assert "hub_url" in results
+    results = run(
+        argv(
+            backbone="resnet18_slim", data_dir=root, per_device_train_batch_size=8, num_train_epochs=1,
+            temperature=0.5, min_tail_points=10, output_dir=tmp_path / "run", disable_tqdm=True,
+            dataloader_num_workers=0, push_to_hub=True, hub_strategy="every_save", hub_model_id="me/simclr",
+        )
+    )  # fmt: skip
+    messages = [c.message for c in hub.commits]
+    assert messages == ["Training in progress, epoch 1", "End of training: backbone", "End of training: model card"]
+    model, card = hub.commits[-2:]
+    assert {"backbone.safetensors", "model.safetensors", "config.json"} <= set(model.files)
+    assert card.files == ["README.md"] and "knn200" in card.card
+    assert "SimCLR-WEINCE (resnet18_slim, cifar10_zip)" in card.card and 'snapshot_download("me/simclr")' in card.card
+    assert "hub_url" in results and "hub_error" not in results

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from simcse_weince.vision.data import Indexed, ZipImageFolder, balanced_subset, collate
-from tests.vision.fake_cifar import write_zip
+from tests.helpers import write_zip
 
 
 def test_zip_reader_real_cifar(shared_data: Path) -> None:

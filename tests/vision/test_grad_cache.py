@@ -14,7 +14,7 @@ from simcse_weince.losses import WeinceLoss
 from simcse_weince.training.arguments import ContrastiveTrainingArguments
 from simcse_weince.vision.model import ProjectionHead, SimCLRModel
 from simcse_weince.vision.trainer import SimCLRTrainer
-from tests.training.test_grad_cache import assert_grads_close, grads
+from tests.helpers import assert_grads_close, grads
 
 B, SIZE = 12, 16
 

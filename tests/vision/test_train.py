@@ -1,4 +1,4 @@
-"""The SimCLR pipeline: a tiny run, the shipped configs, two processes, SyncBatchNorm on CPU."""
+"""The SimCLR pipeline: a tiny run and its results table, the shipped configs, two processes, SyncBatchNorm."""
 
 from __future__ import annotations
 
@@ -10,48 +10,53 @@ import torch
 
 from simcse_weince.losses import WeinceLoss
 from simcse_weince.vision.model import SimCLRModel
-from tests.vision.fake_cifar import write_cifar10_zips
+from tests.helpers import accelerate_launch, argv, write_cifar10_zips
+
+# The columns of results.md, spelled out here (not read from the module) so that a dropped one is caught.
+METRICS = ["linear_probe", "knn200", "knn20", "knn50", "R@1", "R@2", "R@4", "R@8"]
+ENCODERS = {"random init": "before", "trained (best k-NN checkpoint)": "after"}  # row label -> results key
+
+
+def assert_table_matches(table: str, results: dict) -> None:
+    """results.md is a Markdown table: the header columns are the metrics, one row per encoder evaluated
+    (before and/or after training), each cell the results.json value to 2 decimals."""
+    rows = [
+        [c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines() if line.startswith("|")
+    ]
+    assert len(rows) >= 3, table
+    header, rule, body = rows[0], rows[1], rows[2:]
+    assert header == ["encoder", *METRICS]
+    assert len(rule) == len(header) and all(set(c) == {"-"} for c in rule)
+    assert [ENCODERS.get(r[0]) for r in body] == [k for k in ("before", "after") if k in results]
+    for row in body:
+        key = ENCODERS[row[0]]
+        assert len(row) == len(header)
+        assert row[1:] == [f"{results[key][m]:.2f}" for m in METRICS], row[0]
+
+
+def _vision_args(root: Path, out: Path, **flags: object) -> list[str]:
+    """The tiny SimCLR run's settings (resnet18_slim on the fake CIFAR-10 zips); ``flags`` override or add."""
+    base = dict(
+        backbone="resnet18_slim", data_dir=root, per_device_train_batch_size=4, per_device_eval_batch_size=8,
+        num_train_epochs=1, temperature=0.5, min_tail_points=10, logging_steps=1, output_dir=out, disable_tqdm=True,
+        dataloader_num_workers=0,
+    )  # fmt: skip
+    return argv(**(base | flags))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", ["weince", "infonce"])
 def test_tiny_training_run(tmp_path: Path, loss: str) -> None:
-    from simcse_weince.vision.train import run
+    from simcse_weince.cli.train_vision import run
 
     root = write_cifar10_zips(tmp_path / "data")
     out = tmp_path / "run"
     results = run(
-        [
-            "--loss",
-            loss,
-            "--backbone",
-            "resnet18_slim",
-            "--dataset",
-            "cifar10_zip",
-            "--data_dir",
-            str(root),
-            "--per_device_train_batch_size",
-            "8",
-            "--per_device_eval_batch_size",
-            "8",
-            "--num_train_epochs",
-            "2",
-            "--logging_steps",
-            "1",
-            "--temperature",
-            "0.5",
-            "--min_tail_points",
-            "10",
-            "--eval_before_training",
-            "true",
-            "--output_dir",
-            str(out),
-            "--disable_tqdm",
-            "true",
-            "--dataloader_num_workers",
-            "0",
-        ]
-    )
+        _vision_args(
+            root, out, loss=loss, dataset="cifar10_zip", per_device_train_batch_size=8, num_train_epochs=2,
+            eval_before_training=True,
+        )
+    )  # fmt: skip
     assert results["steps"] == 4 and results["world_size"] == 1
     for key in ("linear_probe", "knn200", "knn20", "knn50", "R@1", "R@8"):
         assert 0 <= results["after"][key] <= 100 and key in results["before"]
@@ -61,21 +66,41 @@ def test_tiny_training_run(tmp_path: Path, loss: str) -> None:
         assert saved["mean_delta_aic"] is not None and saved["mean_rho"] is not None
     else:  # InfoNCE logs no statistics (every training log still happens)
         assert saved["lambda_curve"] == [] and saved["mean_lambda"] is None and saved["mean_delta_aic"] is None
-    assert (out / "results.md").read_text().count("|") > 10
+    assert_table_matches((out / "results.md").read_text(), saved)
     assert (out / "model" / "backbone.safetensors").is_file() and (out / "run_config.yaml").is_file()
+
+
+def test_results_table_has_a_column_per_metric_and_a_row_per_encoder() -> None:
+    """Every cell distinct, so a dropped, moved or swapped value shows (the tiny run's scores are often all 100)."""
+    from simcse_weince.cli.train_vision import results_table
+
+    results = {
+        "backbone": "resnet18_slim", "dataset": "cifar10_zip", "loss": {"name": "weince"}, "steps": 4,
+        "train_seconds": 3.0, "mean_lambda": 0.25,
+        "before": {m: 10.0 + i for i, m in enumerate(METRICS)},
+        "after": {m: 50.0 + i + 0.25 for i, m in enumerate(METRICS)},
+    }  # fmt: skip
+    table = results_table(results)
+    assert table.splitlines()[0] == "SimCLR resnet18_slim on cifar10_zip (weince), 4 steps, 3 s training"
+    assert_table_matches(table, results)
+    assert "| trained (best k-NN checkpoint) | 50.25 | 51.25 |" in table
+    after_only = {k: v for k, v in results.items() if k != "before"}  # no evaluation before training: one row
+    assert_table_matches(results_table(after_only), after_only)
 
 
 @pytest.mark.parametrize(
     "cfg", sorted((Path(__file__).resolve().parents[2] / "configs" / "vision").glob("*.yaml")), ids=lambda p: p.name
 )
 def test_vision_configs_parse(cfg: Path, tmp_path: Path) -> None:
+    from simcse_weince.cli.train_vision import ARG_GROUPS
     from simcse_weince.training.config import parse_config
-    from simcse_weince.vision.train import ARG_GROUPS
 
     m, _, loss, t = parse_config(ARG_GROUPS, [str(cfg), "--output_dir", str(tmp_path)])
     built = loss.build("ntxent")
     assert built.layout == "ntxent" and built.temperature == 0.5
-    assert isinstance(built, WeinceLoss) == ("weince" in cfg.name or "quickstart" in cfg.name)
+    assert isinstance(built, WeinceLoss)  # one config per recipe, WEINCE by default (InfoNCE: --loss infonce)
+    _, _, infonce, _ = parse_config(ARG_GROUPS, [str(cfg), "--output_dir", str(tmp_path), "--loss", "infonce"])
+    assert not isinstance(infonce.build("ntxent"), WeinceLoss)
     if "quickstart" not in cfg.name:
         assert (t.per_device_train_batch_size, t.learning_rate, t.weight_decay, t.num_train_epochs) == (
             256,
@@ -88,45 +113,35 @@ def test_vision_configs_parse(cfg: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_two_process_run_with_sync_batchnorm(tmp_path: Path) -> None:
-    """``accelerate launch`` with 2 CPU processes (gloo): gathered negatives, world size 2."""
-    from tests.launch import accelerate_launch
-
+def test_two_process_run_gathers_across_processes(tmp_path: Path) -> None:
+    """``accelerate launch`` with 2 CPU processes (gloo) and plain BatchNorm: gathered negatives, world size 2."""
     root = write_cifar10_zips(tmp_path / "data")
     out = tmp_path / "run"
-    target = [
-        "-m",
-        "simcse_weince.vision.train",
-        "--backbone",
-        "resnet18_slim",
-        "--data_dir",
-        str(root),
-        "--per_device_train_batch_size",
-        "4",
-        "--per_device_eval_batch_size",
-        "8",
-        "--num_train_epochs",
-        "1",
-        "--temperature",
-        "0.5",
-        "--min_tail_points",
-        "10",
-        "--logging_steps",
-        "1",
-        "--output_dir",
-        str(out),
-        "--disable_tqdm",
-        "true",
-        "--dataloader_num_workers",
-        "0",
-    ]
-    accelerate_launch(2, target)
+    accelerate_launch(2, ["-m", "simcse_weince.cli.train_vision", *_vision_args(root, out, sync_batchnorm=False)])
     results = json.loads((out / "results.json").read_text())
     assert results["world_size"] == 2 and results["steps"] == 2  # 16 images / (2 processes x 4)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_cpu_processes_with_sync_batchnorm_end_in_a_one_line_error(tmp_path: Path) -> None:
+    """``--sync_batchnorm true`` reaches the model on 2 CPU processes: torch's SyncBatchNorm needs CUDA, so the
+    processes end with the one-line error and exit status 2 (no traceback of theirs; the launcher adds its own
+    report), before training or writing results. The first process to exit may stop the other before it prints."""
+    root = write_cifar10_zips(tmp_path / "data")
+    out = tmp_path / "run"
+    target = ["-m", "simcse_weince.cli.train_vision", *_vision_args(root, out, sync_batchnorm=True)]
+    proc = accelerate_launch(2, target, check=False)
+    report = proc.stdout[-2000:] + proc.stderr[-4000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert proc.returncode != 0 and "exitcode  : 2" in proc.stderr, report
+    assert 1 <= len(errors) <= 2 and len(set(errors)) == 1, report
+    assert "sync_batchnorm needs CUDA processes" in errors[0] and "this run has 2 processes on cpu" in errors[0]
+    assert "ValueError" not in proc.stderr and not (out / "results.json").exists()
+
+
 def test_sync_batchnorm_is_refused_on_cpu_processes() -> None:
-    from simcse_weince.vision.train import maybe_sync_batchnorm
+    from simcse_weince.cli.train_vision import maybe_sync_batchnorm
 
     model = SimCLRModel("resnet18_slim", 32)
     assert maybe_sync_batchnorm(model, True, 1, torch.device("cpu")) is model  # single process: nothing to sync
@@ -134,10 +149,33 @@ def test_sync_batchnorm_is_refused_on_cpu_processes() -> None:
         maybe_sync_batchnorm(model, True, 2, torch.device("cpu"))
 
 
+def test_sync_batchnorm_converts_every_batchnorm_for_several_cuda_processes() -> None:
+    """On CUDA processes (the device is only named: the conversion itself needs no GPU) the flag turns every
+    BatchNorm into a SyncBatchNorm with the same statistics; without the flag, or on one process, the model is
+    left as it is."""
+    from simcse_weince.cli.train_vision import maybe_sync_batchnorm
+
+    def norms(m: torch.nn.Module, kind: type) -> list[torch.nn.Module]:
+        return [x for x in m.modules() if isinstance(x, kind)]
+
+    model = SimCLRModel("resnet18_slim", 32)
+    plain = norms(model, torch.nn.modules.batchnorm._BatchNorm)
+    assert plain and not norms(model, torch.nn.SyncBatchNorm)
+    cuda = torch.device("cuda")
+    assert maybe_sync_batchnorm(model, False, 2, cuda) is model and not norms(model, torch.nn.SyncBatchNorm)
+    assert maybe_sync_batchnorm(model, True, 1, cuda) is model and not norms(model, torch.nn.SyncBatchNorm)
+
+    synced = maybe_sync_batchnorm(model, True, 2, cuda)
+    converted = norms(synced, torch.nn.modules.batchnorm._BatchNorm)
+    assert len(converted) == len(plain) and all(type(x) is torch.nn.SyncBatchNorm for x in converted)
+    for old, new in zip(plain, converted, strict=True):
+        assert torch.equal(old.running_mean, new.running_mean) and torch.equal(old.weight, new.weight)
+
+
 def test_invalid_setting_fails_before_the_data_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    from simcse_weince.vision import train as train_module
+    from simcse_weince.cli import train_vision as train_module
 
     def loaded(*args, **kwargs):
         raise AssertionError("data was loaded before the settings were checked")

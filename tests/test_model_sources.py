@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simcse_weince.paths import (
+from simcse_weince.model_sources import (
     ENV_MINILM,
     OFFLINE_MINILM,
     ModelSourceError,

@@ -1,4 +1,4 @@
-"""``simcse-diagnose`` / ``python -m simcse_weince.diagnostics``: extreme-value diagnostics of an encoder.
+"""``simcse-diagnose`` / ``python -m simcse_weince.cli.diagnose``: extreme-value diagnostics of an encoder.
 
 Writes ``report.json`` and PNG plots (tail histogram with the fitted GPD, threshold stability, λ
 distribution, link-selection log-likelihoods) into ``--out``.
@@ -14,22 +14,25 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import get_args
+from typing import Literal, get_args, get_origin, get_type_hints
 
 import numpy as np
 import torch
 import yaml
 
+from simcse_weince.cli.errors import run_command
 from simcse_weince.diagnostics.geometry import alignment, uniformity
 from simcse_weince.diagnostics.link import select_link
 from simcse_weince.diagnostics.plots import plot_lambda, plot_link, plot_stability, plot_tail
 from simcse_weince.diagnostics.pot import fit_pot, threshold_stability
 from simcse_weince.diagnostics.scores import EmbeddedBatch, negative_scores, positive_ranks
+from simcse_weince.diagnostics.text_geometry import stsb_sentences_and_pairs, text_geometry
 from simcse_weince.diagnostics.weince_summary import batch_statistics, summarise
-from simcse_weince.errors import run_command
 from simcse_weince.losses import WeinceLoss
-from simcse_weince.paths import check_model_source, resolve_data_path, resolve_model_path, senteval_root
-from simcse_weince.training.arguments import BetaMode, LossArguments
+from simcse_weince.losses.config import WeinceConfig
+from simcse_weince.model_sources import check_model_source, resolve_model_path
+from simcse_weince.paths import resolve_data_path, senteval_root
+from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import ConfigError
 from simcse_weince.vision.model import simclr_folder
 
@@ -73,27 +76,32 @@ def build_parser() -> argparse.ArgumentParser:
         "default: the run's saved loss settings (run_config.yaml beside the model), else the WEINCE defaults; "
         "a flag given here overrides one setting",
     )
-    loss.add_argument("--beta_mode", choices=get_args(BetaMode), default=None)
-    for flag, field in LOSS_FLAGS.items():
-        kind = int if field in ("min_tail_points", "burn") else float
-        loss.add_argument(f"--{flag}", dest=flag, type=kind, default=None, help=f"the loss's {field}")
+    knobs = {f.name: f for f in dataclasses.fields(WeinceConfig)}
+    hints = get_type_hints(WeinceConfig)
+    for flag, name in LOSS_FLAGS.items():
+        help_text = f"{knobs[name].metadata['help']} Default: the run's {name}, else {knobs[name].default!r}."
+        loss.add_argument(
+            f"--{flag}", dest=flag, default=None, help=help_text.replace("%", "%%"), **flag_type(hints[name])
+        )
     p.add_argument("--seed", type=int, default=0)
     return p
 
 
-# flag -> LossArguments field (``--q`` is the POT threshold quantile, so the loss's q is ``--loss_q``)
+# WeinceConfig fields without a flag: τ does not enter the statistics, and a fixed λ would replace them.
+NOT_STATISTICS_FLAGS = frozenset({"temperature", "fixed_lambda"})
+# flag -> WeinceConfig field, one per knob (``--q`` is the POT threshold quantile, so the loss's q is ``--loss_q``)
 LOSS_FLAGS = {
-    "loss_q": "q",
-    "kappa_rho": "kappa_rho",
-    "kappa_aic": "kappa_aic",
-    "margin": "margin",
-    "tail_frac": "tail_frac",
-    "eps": "eps",
-    "beta_min": "beta_min",
-    "beta_max": "beta_max",
-    "min_tail_points": "min_tail_points",
-    "burn": "burn",
+    ("loss_q" if f.name == "q" else f.name): f.name
+    for f in dataclasses.fields(WeinceConfig)
+    if f.name not in NOT_STATISTICS_FLAGS
 }
+
+
+def flag_type(hint: object) -> dict:
+    """argparse ``choices`` for a ``Literal`` knob, else ``type`` (``int`` for ``int | None``)."""
+    if get_origin(hint) is Literal:
+        return {"choices": get_args(hint)}
+    return {"type": next(t for t in (get_args(hint) or (hint,)) if t is not type(None))}
 
 
 def saved_loss_settings(model_path: str) -> tuple[dict, str]:
@@ -118,8 +126,6 @@ def statistics_loss(args, model_path: str, layout: str) -> tuple[WeinceLoss, str
     known = {f.name for f in dataclasses.fields(LossArguments)}
     settings = {k: v for k, v in saved.items() if k in known}
     flags = {field: getattr(args, flag) for flag, field in LOSS_FLAGS.items() if getattr(args, flag) is not None}
-    if args.beta_mode is not None:
-        flags["beta_mode"] = args.beta_mode
     settings.update(flags, loss="weince", gather_across_devices=False)
     if flags:
         source += f" + flags {sorted(flags)}"
@@ -127,34 +133,6 @@ def statistics_loss(args, model_path: str, layout: str) -> tuple[WeinceLoss, str
         return LossArguments(**settings).build(layout), source
     except (TypeError, ValueError) as err:
         raise ConfigError(f"WEINCE settings ({source}): {err}") from err
-
-
-def stsb_sentences_and_pairs(data_dir: Path | None):
-    from simcse_weince.evaluation.sts_data import load_sts_task
-
-    pairs, sentences = [], []
-    for split in ("dev", "test"):
-        sub = load_sts_task("STSBenchmark", data_dir, split).subsets[0]
-        sentences += sub.sentences1 + sub.sentences2
-        pairs += [(a, b) for a, b, s in zip(sub.sentences1, sub.sentences2, sub.scores, strict=True) if s >= 4.0]
-    return list(dict.fromkeys(sentences)), pairs
-
-
-def text_geometry(model, tokenizer, sentences, pairs, seed: int) -> dict[str, float]:
-    from simcse_weince.text.encoder import SimCSEEncoder
-
-    enc = SimCSEEncoder(model, tokenizer)
-    rng = np.random.default_rng(seed)
-    pick = rng.choice(len(sentences), min(2000, len(sentences)), replace=False)
-    out = {
-        "uniformity": uniformity(torch.from_numpy(enc.encode([sentences[i] for i in pick]))),
-        "uniformity_sentences": len(pick),
-    }
-    if pairs:
-        a = torch.from_numpy(enc.encode([p[0] for p in pairs]))
-        b = torch.from_numpy(enc.encode([p[1] for p in pairs]))
-        out.update(alignment=alignment(a, b), alignment_pairs=len(pairs), alignment_positives="STS-B pairs, gold >= 4")
-    return out
 
 
 def model_kind(args, path: str) -> str:
@@ -291,3 +269,7 @@ def summary_text(r: dict) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
     return run_command(run, sys.argv[1:] if argv is None else argv)[1]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -8,11 +8,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcse_weince.errors import run_command
+from simcse_weince.cli.errors import run_command
 from simcse_weince.evaluation.runner import MODES, load_tasks, run_evaluation, write_report
 from simcse_weince.evaluation.senteval_classifier import ENGINES
 from simcse_weince.evaluation.transfer import CLASSIFIERS, classifier_device
-from simcse_weince.paths import check_model_source, resolve_data_path, senteval_root
+from simcse_weince.model_sources import check_model_source
+from simcse_weince.paths import resolve_data_path, senteval_root
 from simcse_weince.text.encoder import load_text_encoder
 from simcse_weince.text.poolers import POOLERS
 

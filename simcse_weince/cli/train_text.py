@@ -1,0 +1,140 @@
+"""``train_unsup.py`` / ``simcse-train``: unsupervised SimCSE with WEINCE or InfoNCE.
+
+Parse the config (every setting validated before anything loads), read and tokenise the corpus into the
+token cache, load the encoder, train with :class:`~simcse_weince.text.trainer.SimCSETrainer` (STS-B dev every
+``eval_steps``, best checkpoint kept), score STS-B, and end the run
+(:func:`~simcse_weince.training.ending.finish_run`: SentenceTransformer export, Hub push, card, ``results.json``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from transformers import AutoTokenizer, TrainerCallback
+
+from simcse_weince.cli.errors import run_command
+from simcse_weince.evaluation.sts_data import STSTask, load_sts_task
+from simcse_weince.model_sources import check_model_source
+from simcse_weince.paths import resolve_data_path, senteval_root
+from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
+from simcse_weince.text.checkpoint import inference_settings
+from simcse_weince.text.corpus import prepare_corpus
+from simcse_weince.text.data import SimCSECollator
+from simcse_weince.text.export import export_sentence_transformer
+from simcse_weince.text.model import SimCSEModel, inference_max_length, load_hf_encoder
+from simcse_weince.text.model_card import inference_description, render_model_card, score_label
+from simcse_weince.text.trainer import SimCSETrainer, STSEvaluator
+from simcse_weince.training.arguments import LossArguments
+from simcse_weince.training.config import parse_config, save_run_info
+from simcse_weince.training.ending import exit_code, finish_run
+from simcse_weince.training.run import card_facts, start_run, train_and_record
+
+logger = logging.getLogger(__name__)
+ARG_GROUPS = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
+
+
+def stsb_task(data: DataArguments, split: str) -> STSTask:
+    """STS-B ``split`` from the configured SentEval folder, cut to ``eval_max_pairs`` pairs if set."""
+    root = senteval_root(resolve_data_path(data.senteval_dir) if data.senteval_dir else None)
+    return load_sts_task("STSBenchmark", root, split).first_pairs(data.eval_max_pairs)
+
+
+def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
+    """Train from a config (YAML path + overrides); ``callbacks`` are added to the Trainer's."""
+    model_args, data_args, loss_args, args = parse_config(ARG_GROUPS, argv)
+    loss = loss_args.build("simcse")
+    t_start = start_run(args)
+    model_path = check_model_source(model_args.model_name_or_path)
+    tokenizer_path = check_model_source(model_args.tokenizer_name) if model_args.tokenizer_name else model_path
+    splits = ("dev", "test") if data_args.eval_test_at_end else ("dev",)
+    tasks = {f"stsb_{split}": stsb_task(data_args, split) for split in splits}  # every file read before the model
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    corpus, stats = prepare_corpus(data_args, tokenizer, args, loss_args.gather_across_devices)
+    encoder = load_hf_encoder(model_path, model_args.init_from_config, model_args.overrides())
+    model = SimCSEModel(encoder, pooler=model_args.pooler, mlp_only_train=model_args.mlp_only_train)
+    if args.should_save:
+        groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": args}
+        save_run_info(args.output_dir, groups, {"text": stats.to_dict()})
+    # A SentenceTransformer base keeps its inference settings (Normalize, length limit) in the export, and the
+    # STS scores during training use the same limit, so they are the exported folder's scores.
+    normalize, max_len = inference_settings(model_path)
+    show = not args.disable_tqdm and args.process_index == 0
+    evaluators = {
+        key: STSEvaluator(task, tokenizer, data_args.eval_batch_size, args.device, show, max_length=max_len)
+        for key, task in tasks.items()
+    }
+    trainer = SimCSETrainer(
+        model=model, args=args, train_dataset=corpus, data_collator=SimCSECollator(tokenizer),
+        processing_class=tokenizer, evaluator=evaluators["stsb_dev"], loss=loss,
+        mask_duplicates=loss_args.mask_duplicates, callbacks=list(callbacks) or None,
+    )  # fmt: skip
+
+    def scores() -> dict[str, float]:
+        return {key: evaluate(model)["stsb_spearman"] for key, evaluate in evaluators.items()}
+
+    results: dict = {"before": scores() if data_args.eval_before_training else {}}
+    results |= train_and_record(trainer, args)  # the model now holds the best checkpoint's weights
+    results |= {
+        "after": scores(), "text": stats.to_dict(), "loss": loss.get_config_dict() | {"name": loss_args.loss},
+        "model": model_args.model_name_or_path, "pooler": model_args.pooler,
+        "inference_pooler": model.inference_pooler, "eval_max_pairs": data_args.eval_max_pairs,
+    }  # fmt: skip
+
+    def card(usage_path: str) -> str:
+        files = ", ".join(Path(f).name for f in stats.files)
+        return render_model_card(
+            base_model=model_args.model_name_or_path, from_config=model_args.init_from_config,
+            data_desc=f"{len(corpus):,} sentences from {files} ({stats.truncated} truncated)",
+            **card_facts(trainer, loss_args.loss, loss), max_len=data_args.max_seq_length,
+            pooler=model_args.pooler, inference_pooler=model.inference_pooler, eval_steps=args.eval_steps,
+            scores={score_label(k, data_args.eval_max_pairs): v for k, v in results["after"].items()},
+            usage_path=usage_path, note=data_args.model_card_note,
+            inference_desc=inference_description(normalize, max_len, inference_max_length(tokenizer, encoder.config)),
+        )  # fmt: skip
+
+    def export(folder: Path) -> Path:
+        return export_sentence_transformer(model, tokenizer, folder, max_seq_length=max_len, normalize=normalize)
+
+    finish_run(trainer, results, export=export, render_card=card, what="SentenceTransformer model", t_start=t_start)
+    if trainer.is_world_process_zero():
+        print_summary(results)
+    return results
+
+
+def print_summary(results: dict) -> None:
+    before, after = results["before"], results["after"]
+    lam = results.get("mean_lambda")
+    lines = [
+        "",
+        f"SimCSE run: {results['model']} ({results['loss']['name']}), pooler {results['inference_pooler']}",
+        f"{'':<16}{'before':>10}{'after':>10}",
+    ]
+    for key in ("stsb_dev", "stsb_test"):
+        label = score_label(key, results.get("eval_max_pairs"))
+        if key in after:
+            b = f"{before[key]:.2f}" if key in before else "-"
+            lines.append(f"{label:<16}{b:>10}{after[key]:>10.2f}")
+    steps = f"steps {results['steps']}, training wall time {results['train_seconds']:.0f} s"
+    lines += [
+        steps + (f", mean lambda {lam:.3f}" if lam is not None else ""),
+        f"model folder: {results.get('model_dir')}",
+        *([f"Hub: {results['hub_url']}"] if "hub_url" in results else []),
+        *([f"Hub push failed: {results['hub_error']}"] if "hub_error" in results else []),
+        "(Spearman x 100 of cosine similarity; 'after' is the checkpoint with the best STS-B dev score. One seed:\n"
+        " seed-to-seed variation is not measured by this run, so small differences are not evidence of a gain.)",
+    ]
+    print("\n".join(lines))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    results, code = run_command(run, sys.argv[1:] if argv is None else argv)
+    return code or exit_code(results)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    raise SystemExit(main())

@@ -1,3 +1,0 @@
-from simcse_weince.diagnostics.cli import main
-
-raise SystemExit(main())

@@ -1,0 +1,193 @@
+"""The WEINCE knobs, each written once: its default, its range and its help text.
+
+:class:`WeinceConfig` is the single owner of the loss settings. :class:`~simcse_weince.losses.weince.WeinceLoss`
+takes one, :func:`~simcse_weince.losses.stats.anchor_statistics` reads one, and the training arguments
+(``LossArguments``) and the ``simcse-diagnose`` flags are derived from its fields, so a default, a range or a
+help text is changed here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import field
+from typing import Any, Literal, get_args, get_type_hints
+
+BetaMode = Literal["unit", "ols", "hill"]
+BETA_MODES: tuple[str, ...] = get_args(BetaMode)
+
+# A knob's range check: called with (field name, value, the whole config); raises ValueError.
+Check = Callable[[str, Any, "WeinceConfig"], None]
+
+
+def _positive(name: str, value: Any, cfg: WeinceConfig) -> None:
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+
+
+def _finite(name: str, value: Any, cfg: WeinceConfig) -> None:
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+
+
+def _unit_interval(name: str, value: Any, cfg: WeinceConfig) -> None:
+    if not 0 <= value <= 1:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+
+
+def _optional_unit_interval(name: str, value: Any, cfg: WeinceConfig) -> None:
+    if value is not None and not 0 <= value <= 1:
+        raise ValueError(f"{name} must be None or in [0, 1], got {value!r}")
+
+
+def _half_open_unit_interval(name: str, value: Any, cfg: WeinceConfig) -> None:
+    if not 0 < value <= 1:
+        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+
+
+def _eps_range(name: str, value: Any, cfg: WeinceConfig) -> None:
+    if not 0 < value <= 0.1:
+        raise ValueError(f"{name} must be in (0, 0.1], got {value!r}")
+
+
+def _beta_mode(name: str, value: Any, cfg: WeinceConfig) -> None:
+    if value not in BETA_MODES:
+        raise ValueError(f"{name} must be one of {BETA_MODES}, got {value!r}")
+
+
+def _beta_clamp(name: str, value: Any, cfg: WeinceConfig) -> None:
+    # beta_min and beta_max are one constraint on the pair, reported under the loss's historic name.
+    if not 0 < cfg.beta_min <= cfg.beta_max:
+        raise ValueError(f"beta_clamp must satisfy 0 < beta_min <= beta_max, got {(cfg.beta_min, cfg.beta_max)!r}")
+
+
+def _integer_at_least_one(name: str, value: Any, cfg: WeinceConfig) -> None:
+    if int(value) != value or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _optional_integer_at_least_zero(name: str, value: Any, cfg: WeinceConfig) -> None:
+    if value is not None and (int(value) != value or value < 0):
+        raise ValueError(f"{name} must be None (automatic) or an integer >= 0, got {value!r}")
+
+
+def knob(check: Check, help: str) -> dict[str, Any]:
+    """The metadata of a :class:`WeinceConfig` field: its range check and its ``--help`` text."""
+    return {"check": check, "help": help}
+
+
+@dataclasses.dataclass(frozen=True)
+class WeinceConfig:
+    r"""The settings of WEINCE, validated at construction (``ValueError`` naming the value and its range).
+
+    The loss blends, per anchor i, the InfoNCE logit with an endpoint "shortfall" logit:
+    ``ℓ_ij = (1 − λ_i)·s_ij/τ + λ_i·(−β_i·log(1 − s_ij))``, with the mixing weight
+    ``λ_i = σ(κ_ρ·(log ρ_0 − log ρ_i)) · σ(κ_aic·(ΔAIC_i − m))`` computed from the anchor's tail of hardest
+    negatives (the full statement is in :class:`~simcse_weince.losses.weince.WeinceLoss`). The knobs:
+
+    Attributes:
+        temperature: τ > 0 dividing the cosine similarities.
+        beta_mode: β_i of the shortfall logit: ``"unit"`` (β = 1, the authors' released code), ``"ols"`` (the
+            clamped Weibull-line slope, the paper's formula) or ``"hill"`` (a clamped Hill estimate).
+        beta_min: lower clamp of β̂, with 0 < beta_min ≤ beta_max.
+        beta_max: upper clamp of β̂.
+        min_tail_points: lower bound on the tail size ``k_tail = clip(max(min_tail_points, round(tail_frac·K)),
+            10, K)`` over an anchor's K negatives; an integer ≥ 1.
+        tail_frac: fraction of the K negatives in the tail, in (0, 1].
+        burn: leading tail points dropped before the fits, an integer ≥ 0; ``None`` = ``max(1, k_tail // 20)``.
+        q: quantile of the hardness ρ over all anchors of the global batch that defines ρ_0, in [0, 1].
+        kappa_rho: slope κ_ρ > 0 of the hardness gate ``σ(κ_ρ·(log ρ_0 − log ρ_i))``.
+        kappa_aic: slope κ_aic > 0 of the tail-shape gate ``σ(κ_aic·(ΔAIC_i − m))``.
+        margin: ΔAIC margin m of the tail-shape gate, any finite number.
+        eps: floor of the shortfall ``δ = max(1 − s, eps)`` and clamp ``s ≤ 1 − eps`` inside the log, in
+            (0, 0.1].
+        fixed_lambda: ``None`` (λ_i from the statistics) or a value in [0, 1] used as λ_i for every anchor
+            (ablations; 0 is InfoNCE); the statistics are still computed and reported.
+
+    The defaults, each written once in its field below, are the paper's (SimCSE's τ for the temperature).
+
+    Example:
+        >>> cfg = WeinceConfig(beta_mode="hill", q=0.3)
+        >>> dataclasses.replace(cfg, kappa_rho=20.0).kappa_rho
+        20.0
+    """
+
+    temperature: float = field(default=0.05, metadata=knob(_positive, "τ > 0 dividing the cosine similarities."))
+    beta_mode: BetaMode = field(
+        default="ols",
+        metadata=knob(
+            _beta_mode,
+            "β_i of the shortfall logit: unit (β = 1, the released code), ols (clamped Weibull-line slope, the "
+            "paper) or hill (clamped Hill estimate).",
+        ),
+    )
+    beta_min: float = field(
+        default=0.5, metadata=knob(_beta_clamp, "Lower clamp of β̂ (ols, hill): 0 < beta_min <= beta_max.")
+    )
+    beta_max: float = field(
+        default=16.0, metadata=knob(_beta_clamp, "Upper clamp of β̂ (ols, hill): beta_max >= beta_min.")
+    )
+    min_tail_points: int = field(
+        default=32,
+        metadata=knob(
+            _integer_at_least_one, "Lower bound (>= 1) on the tail size; the tail also has at least 10 points."
+        ),
+    )
+    tail_frac: float = field(
+        default=0.10,
+        metadata=knob(_half_open_unit_interval, "Fraction of an anchor's negatives in its tail, in (0, 1]."),
+    )
+    burn: int | None = field(
+        default=None,
+        metadata=knob(
+            _optional_integer_at_least_zero,
+            "Leading tail points dropped before the fits, >= 0; None = automatic, max(1, k_tail // 20).",
+        ),
+    )
+    q: float = field(
+        default=0.2,
+        metadata=knob(_unit_interval, "Quantile of the hardness ρ over the global batch that defines ρ_0, in [0, 1]."),
+    )
+    kappa_rho: float = field(default=10.0, metadata=knob(_positive, "Slope κ_ρ > 0 of the hardness gate of λ."))
+    kappa_aic: float = field(
+        default=1.0, metadata=knob(_positive, "Slope κ_aic > 0 of the tail-shape (ΔAIC) gate of λ.")
+    )
+    margin: float = field(
+        default=2.0, metadata=knob(_finite, "ΔAIC margin m of the tail-shape gate (a finite number).")
+    )
+    eps: float = field(
+        default=1e-6, metadata=knob(_eps_range, "Shortfall floor and clamp of the scores below 1, in (0, 0.1].")
+    )
+    fixed_lambda: float | None = field(
+        default=None,
+        metadata=knob(
+            _optional_unit_interval,
+            "A λ in [0, 1] used for every anchor instead of the statistics' (ablation; 0 is InfoNCE); None = off.",
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            f.metadata["check"](f.name, getattr(self, f.name), self)
+        # Store accepted numbers as their declared type (an integral 32.0 as 32, a YAML int 1 as 1.0).
+        for name, kind in _NUMBER_TYPES.items():
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, kind(value))
+
+    @property
+    def beta_clamp(self) -> tuple[float, float]:
+        """``(beta_min, beta_max)``."""
+        return (self.beta_min, self.beta_max)
+
+
+def _number_type(hint: Any) -> type | None:
+    """``int`` for ``int`` / ``int | None``, ``float`` for ``float`` / ``float | None``, else ``None``."""
+    members = get_args(hint) or (hint,)
+    return next((t for t in (int, float) if t in members), None)
+
+
+_NUMBER_TYPES: dict[str, type] = {
+    name: kind for name, hint in get_type_hints(WeinceConfig).items() if (kind := _number_type(hint)) is not None
+}

