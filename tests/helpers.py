@@ -314,3 +314,17 @@ def trainer(model: SimCSEModel, out: Path, chunk: int | None, **kwargs) -> SimCS
         use_cpu=kwargs.pop("use_cpu", True), **kwargs,
     )  # fmt: skip
     return SimCSETrainer(model=model, args=args, loss=make_loss())
+
+
+# ---- the tiny text run ------------------------------------------------------------------------------------
+def text_run_args(tiny: Path, wiki: Path, out: Path, **flags: object) -> list[str]:
+    """A tiny SimCSE run's command line (2-layer BERT from config, 96 Wikipedia sentences, STS-B dev cut to 60
+    pairs); ``flags`` override or add settings."""
+    base = dict(
+        model_name_or_path=tiny, init_from_config=True, pooler="cls", train_files=wiki,
+        drop_unterminated_last_line="wiki1m_for_simcse.head*", max_train_samples=96, max_seq_length=16,
+        eval_max_pairs=60, per_device_train_batch_size=16, learning_rate="1e-3", max_steps=4, eval_steps=2,
+        save_steps=2, logging_steps=1, min_tail_points=10, eval_test_at_end=False, output_dir=out,
+        disable_tqdm=True, dataloader_num_workers=0, report_to="none", seed=3,
+    )  # fmt: skip
+    return argv(**(base | flags))

@@ -47,7 +47,13 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     """Train from a config (YAML path + overrides); ``callbacks`` are added to the Trainer's."""
     model_args, data_args, loss_args, args = parse_config(ARG_GROUPS, argv)
     loss = loss_args.build("simcse")
-    t_start = start_run(args)
+    groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": args}
+    with start_run(groups) as t_start:  # the output folder locked for this run, the resume checked
+        return train(groups, loss, t_start, callbacks)
+
+
+def train(groups: dict, loss, t_start: float, callbacks: Sequence[TrainerCallback]) -> dict:
+    model_args, data_args, loss_args, args = groups.values()
     model_path = check_model_source(model_args.model_name_or_path)
     tokenizer_path = check_model_source(model_args.tokenizer_name) if model_args.tokenizer_name else model_path
     splits = ("dev", "test") if data_args.eval_test_at_end else ("dev",)
@@ -57,7 +63,6 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     encoder = load_hf_encoder(model_path, model_args.init_from_config, model_args.overrides())
     model = SimCSEModel(encoder, pooler=model_args.pooler, mlp_only_train=model_args.mlp_only_train)
     if args.should_save:
-        groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": args}
         save_run_info(args.output_dir, groups, {"text": stats.to_dict()})
     # A SentenceTransformer base keeps its inference settings (Normalize, length limit) in the export, and the
     # STS scores during training use the same limit, so they are the exported folder's scores.
@@ -130,8 +135,8 @@ def print_summary(results: dict) -> None:
     print("\n".join(lines))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    results, code = run_command(run, sys.argv[1:] if argv is None else argv)
+def main(argv: Sequence[str] | None = None, callbacks: Sequence[TrainerCallback] = ()) -> int:
+    results, code = run_command(lambda a: run(a, callbacks), sys.argv[1:] if argv is None else argv)
     return code or exit_code(results)
 
 

@@ -36,7 +36,13 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     """Train from a config (YAML path + overrides); ``callbacks`` are added to the Trainer's."""
     model_args, data_args, loss_args, args = parse_config(ARG_GROUPS, argv)
     loss = loss_args.build("ntxent")
-    t_start = start_run(args)
+    groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": args}
+    with start_run(groups) as t_start:  # the output folder locked for this run, the resume checked
+        return train(groups, loss, t_start, callbacks)
+
+
+def train(groups: dict, loss, t_start: float, callbacks: Sequence[TrainerCallback]) -> dict:
+    model_args, data_args, loss_args, args = groups.values()
     train, probe_train, probe_test, num_classes = build_datasets(data_args)
     sizes = {"train": len(train), "probe_train": len(probe_train), "probe_test": len(probe_test)}
     logger.info("data: %d training images, probe %d / %d, %d classes", *sizes.values(), num_classes)
@@ -48,7 +54,7 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     model = SimCLRModel(**config)
     model = maybe_sync_batchnorm(model, model_args.sync_batchnorm, args.world_size, args.device)
     if args.should_save:
-        save_run_info(args.output_dir, {"model": model_args, "data": data_args, "loss": loss_args, "training": args})
+        save_run_info(args.output_dir, groups)
     show = not args.disable_tqdm and args.process_index == 0
     bs = args.per_device_eval_batch_size
     evaluator = KNNEvaluator(probe_train, probe_test, num_classes, bs, args.device, show)
@@ -84,8 +90,8 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     return results
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    results, code = run_command(run, sys.argv[1:] if argv is None else argv)
+def main(argv: Sequence[str] | None = None, callbacks: Sequence[TrainerCallback] = ()) -> int:
+    results, code = run_command(lambda a: run(a, callbacks), sys.argv[1:] if argv is None else argv)
     return code or exit_code(results)
 
 

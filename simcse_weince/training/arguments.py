@@ -123,6 +123,13 @@ class ContrastiveTrainingArguments(TrainingArguments):
             "Memory of one chunk, about one extra forward of time (default: off)."
         },
     )
+    resume_allow_changes: str | None = field(
+        default=None,
+        metadata={
+            "help": "Settings a resumed checkpoint may differ in, comma-separated (e.g. max_steps,num_train_epochs "
+            "to train longer), or 'all'; any other difference from the checkpoint's run is refused."
+        },
+    )
     hub_push_optional: bool = field(
         default=False,
         metadata={
@@ -136,6 +143,8 @@ class ContrastiveTrainingArguments(TrainingArguments):
         check_at_least("per_device_train_batch_size", self.per_device_train_batch_size, 1)
         check_at_least("per_device_eval_batch_size", self.per_device_eval_batch_size, 1)
         check_at_least("gradient_accumulation_steps", self.gradient_accumulation_steps, 1)
+        self._check_schedule()
+        self._check_output_dir()
         self._check_gradient_cache()
         if not (self.fp16 or self.bf16):
             if self.precision == "auto":
@@ -156,6 +165,27 @@ class ContrastiveTrainingArguments(TrainingArguments):
                 f"a contrastive batch needs at least 2 rows: per_device_train_batch_size "
                 f"{self.per_device_train_batch_size} × {processes} process(es)"
             )
+
+    def _check_schedule(self) -> None:
+        """A schedule that trains nothing is an error (the Trainer would run 1 step for ``max_steps 0``, and
+        export the untrained model as trained for ``num_train_epochs 0``)."""
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise ValueError(f"max_steps must be > 0, or -1 to train for num_train_epochs (> 0); got {self.max_steps}")
+        if self.max_steps == -1 and not self.num_train_epochs > 0:
+            raise ValueError(
+                f"num_train_epochs must be > 0 when max_steps is -1 (or set max_steps > 0); got {self.num_train_epochs}"
+            )
+
+    def _check_output_dir(self) -> None:
+        """An ``output_dir`` that is a file (or lies under one) cannot become the run's folder."""
+        if not self.output_dir:
+            return
+        path = existing = os.path.expanduser(str(self.output_dir))
+        while not os.path.exists(existing) and os.path.dirname(existing) not in ("", existing):
+            existing = os.path.dirname(existing)  # the nearest part of the path that exists
+        if os.path.exists(existing) and not os.path.isdir(existing):
+            where = "is a file" if existing == path else f"lies under {existing}, a file"
+            raise ValueError(f"output_dir {path} {where}; expected a folder")
 
     def _check_gradient_cache(self) -> None:
         check_at_least("gradient_cache_chunk_size", self.gradient_cache_chunk_size, 1)

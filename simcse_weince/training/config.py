@@ -2,19 +2,26 @@
 
 ``parse_config(["configs/x.yaml", "--learning_rate", "1e-5"])`` reads the YAML (keys = dataclass field
 names; an unknown key is an error naming the file and key), uses its values as defaults, then applies the
-command-line arguments (argparse rejects unknown flags). :func:`save_run_info` writes the resolved
+command-line arguments (unknown flags are errors). Every error is one :class:`ConfigError` line naming its
+true source: ``<file>:<line>:<column>`` for YAML syntax, ``<file>: ...`` for a value from the file,
+``command line: --flag value: ...`` for one from the command line. :func:`save_run_info` writes the resolved
 configuration, library versions and the git revision next to the outputs.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import difflib
 import json
 import platform
+import re
+import shlex
 import subprocess
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from transformers import HfArgumentParser
@@ -24,46 +31,187 @@ class ConfigError(ValueError):
     """An invalid configuration: the message names the file or flag, the value and what was expected."""
 
 
+COMMAND_LINE = "command line"  # the source named by errors in values that came from the command line
+
+
 def config_keys(types: Sequence[type]) -> set[str]:
     return {f.name for t in types for f in dataclasses.fields(t) if f.init}
+
+
+def _did_you_mean(name: str, candidates: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, candidates, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _yaml_error(path: Path, err: yaml.YAMLError, text: str) -> str:
+    """``file:line:column: not valid YAML: <problem> (<context> at line L, column C)`` from PyYAML's marks."""
+    mark = getattr(err, "problem_mark", None)
+    if isinstance(err, yaml.reader.ReaderError):  # a character YAML does not allow: a position, not a mark
+        pos = err.position
+        line, column = text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)
+        char = f"#x{err.character:04x}" if isinstance(err.character, int) else repr(err.character)
+        return f"{path}:{line}:{column}: not valid YAML: unacceptable character {char}: {err.reason}"
+    if mark is None:
+        return f"{path}: not valid YAML: {err}"
+    problem = getattr(err, "problem", None) or "syntax error"
+    out = f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {problem}"
+    context, where = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context:
+        out += f" ({context}" + (f" at line {where.line + 1}, column {where.column + 1})" if where else ")")
+    return out
 
 
 def load_yaml_config(path: str | Path, types: Sequence[type]) -> dict[str, Any]:
     """Read a flat YAML mapping and check every key against the dataclass fields."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory; expected a YAML file")
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
+    raw = path.read_bytes()
     try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[err.start]:02x}); expected UTF-8 text") from err
+    try:
+        cfg = yaml.safe_load(text) or {}
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+        raise ConfigError(_yaml_error(path, err, text)) from err
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: expected a mapping of option names to values, got {type(cfg).__name__}")
-    unknown = sorted(set(cfg) - config_keys(types))
+    known = config_keys(types)
+    unknown = sorted(set(cfg) - known, key=str)
     if unknown:
-        raise ConfigError(f"{path}: unknown config keys {unknown}; expected dataclass field names (see --help)")
+        hints = "".join(_did_you_mean(str(k), sorted(known)) for k in unknown[:1])
+        raise ConfigError(f"{path}: unknown config keys {unknown}{hints}; expected dataclass field names (see --help)")
     return cfg
+
+
+class _ConfigParser(HfArgumentParser):
+    """``HfArgumentParser`` whose errors are :class:`ConfigError` naming where the value came from (the YAML file
+    and key, or the command line and flag) instead of argparse's usage text and exit."""
+
+    def __init__(self, types: Sequence[type], yaml_path: Path | None, yaml_keys: set[str]) -> None:
+        # no abbreviations: '--learning_rat' must be an error, not a silent '--learning_rate'
+        super().__init__(list(types), allow_abbrev=False)
+        self.yaml_path, self.yaml_keys = yaml_path, yaml_keys
+        self.flags: dict[str, list[str]] = {}  # dest -> the flag and its values as written on the command line
+
+    def error(self, message: str) -> NoReturn:
+        match = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", message, re.DOTALL)
+        action = self._option_string_actions.get(match.group(1)) if match else None
+        if action is not None and action.dest in self.flags:
+            raise ConfigError(f"{COMMAND_LINE}: {self.shown(action.dest)}: {match.group(2)}")
+        if action is not None and action.dest in self.yaml_keys:  # a YAML string argparse could not convert
+            raise ConfigError(f"{self.yaml_path}: {action.dest}: {match.group(2)}")
+        raise ConfigError(f"{COMMAND_LINE}: {message}")
+
+    def record_flags(self, argv: Sequence[str]) -> None:
+        """Which fields the command line sets, and how it spells them (for the error messages)."""
+        dest = None
+        for token in argv:
+            if token.startswith("--"):
+                name, eq, value = token.partition("=")
+                action = self._option_string_actions.get(name)
+                dest = action.dest if action is not None else None
+                if dest is not None:
+                    self.flags[dest] = [name, value] if eq else [name]
+            elif dest is not None:
+                self.flags[dest].append(token)
+
+    def shown(self, dest: str) -> str:
+        name, *values = self.flags[dest]
+        return f"{name} ***" if values and "token" in dest else shlex.join([name, *values])  # no secrets in logs
+
+    def unused(self, remaining: list[str]) -> str:
+        """The message for what argparse could not place: unknown flags (with the closest known one)."""
+        unknown = [t.partition("=")[0] for t in remaining if t.startswith("--")]
+        if unknown:
+            options = [o for o in self._option_string_actions if o.startswith("--")]
+            named = ", ".join(f + _did_you_mean(f, options) for f in unknown)
+            return f"{COMMAND_LINE}: unknown flag{'s' if len(unknown) > 1 else ''} {named}; see --help"
+        token = remaining[0]
+        where = "the YAML config file must come first" if token.endswith((".yaml", ".yml")) else "expected --key value"
+        return f"{COMMAND_LINE}: unexpected argument {token!r} ({where})"
+
+
+def _fails_alike(dtype: type, values: dict[str, Any], message: str) -> bool:
+    """Whether ``dtype(**values)`` fails with ``message`` (quietly: the trials log nothing)."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dtype(**copy.deepcopy(values))
+    except (ValueError, TypeError) as err:
+        return str(err) == message
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return False
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def _source(parser: _ConfigParser, dtype: type, values: dict[str, Any], message: str) -> str:
+    """Where the values that make ``dtype(**values)`` fail with ``message`` came from: the command line and
+    its flags when the YAML file's values alone (and the defaults) pass this check, else the YAML file and,
+    when the message does not name it, the key."""
+    cli = [k for k in values if k in parser.flags]
+    if cli:
+        try:
+            file_only, _ = parser.parse_known_args(args=[])  # the YAML values, converted, without the flags
+            base = {**values, **{k: getattr(file_only, k) for k in cli}}
+        except ConfigError:
+            base = {**values, **{k: parser.get_default(k) for k in cli}}
+        if not _fails_alike(dtype, base, message):
+            culprits = [k for k in cli if _fails_alike(dtype, {**base, k: values[k]}, message)] or [
+                k for k in cli if not _fails_alike(dtype, {**values, k: base[k]}, message)
+            ]
+            return " ".join([COMMAND_LINE + ":", *(parser.shown(k) for k in culprits)]).rstrip(":")
+        values = base
+    if parser.yaml_path is None:
+        return COMMAND_LINE
+    defaults = {f.name: _field_default(f) for f in dataclasses.fields(dtype) if f.init}
+    keys = [k for k in values if k in parser.yaml_keys]
+    culprits = [k for k in keys if not _fails_alike(dtype, {**values, k: defaults[k]}, message)]
+    if len(culprits) == 1 and culprits[0] not in message:
+        return f"{parser.yaml_path}: {culprits[0]}"
+    return str(parser.yaml_path)
 
 
 def parse_config(types: Sequence[type], argv: Sequence[str]) -> tuple[Any, ...]:
     """Dataclass instances from an optional leading YAML path plus command-line overrides.
 
     Raises:
-        ConfigError: unreadable YAML, an unknown key, or a value the dataclasses reject (their
-            ``__post_init__`` checks); the message names the config file (or the command line).
-        SystemExit: argparse's own exit for an unknown flag or a value outside a flag's choices.
+        ConfigError: unreadable YAML (``file:line:column``), an unknown key or flag, a value argparse cannot
+            convert or the dataclasses reject (their ``__post_init__`` checks). The message names its source:
+            ``<file>: ...`` (and the key) for a value from the YAML file, ``command line: --flag value: ...``
+            for one from the command line. argparse's own errors end the same way (no usage text, no exit).
     """
     argv = list(argv)
-    parser = HfArgumentParser(list(types))
-    parser.allow_abbrev = False  # '--learning_rat' must be an error, not a silent '--learning_rate'
-    source = "command line"
+    yaml_path, cfg = None, {}
     if argv and argv[0].endswith((".yaml", ".yml")):
-        parser.set_defaults(**load_yaml_config(argv[0], types))
-        source, argv = argv[0], argv[1:]
-    try:
-        return tuple(parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False))
-    except (ValueError, TypeError) as err:
-        raise ConfigError(f"{source}: {err}") from err
+        yaml_path, cfg = Path(argv[0]), load_yaml_config(argv[0], types)
+        argv = argv[1:]
+    parser = _ConfigParser(types, yaml_path, set(cfg))
+    parser.set_defaults(**cfg)
+    parser.record_flags(argv)
+    namespace, remaining = parser.parse_known_args(args=argv)
+    if remaining:
+        raise ConfigError(parser.unused(remaining))
+    outputs = []
+    for dtype in types:
+        values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(dtype) if f.init}
+        try:
+            outputs.append(dtype(**values))
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"{_source(parser, dtype, values, str(err))}: {err}") from err
+    return tuple(outputs)
 
 
 def library_versions() -> dict[str, str]:

@@ -3,32 +3,38 @@
 A command (``cli/train_text.py``, ``cli/train_vision.py``) parses its argument groups, builds the loss (so every
 setting is validated before anything heavy loads), then::
 
-    t0 = start_run(training_args)
-    ...  # data, model, evaluator, trainer (with the caller's extra callbacks)
-    results = {**scores_before, **train_and_record(trainer, training_args), **scores_after}
-    finish_run(trainer, results, export=..., render_card=..., what=..., t_start=t0)  # training/ending.py
+    with start_run(groups) as t0:  # logging, seed, the output folder's lock, resume checks, Hub check
+        ...  # data, model, evaluator, trainer (with the caller's extra callbacks)
+        results = {**scores_before, **train_and_record(trainer, training_args), **scores_after}
+        finish_run(trainer, results, export=..., render_card=..., what=..., t_start=t0)  # training/ending.py
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import datasets
 import transformers
-from transformers import Trainer, TrainingArguments, set_seed
+from transformers import Trainer, TrainerState, TrainingArguments, set_seed
 
+import simcse_weince.training.run_folder as run_folder
+import simcse_weince.training.run_record as run_record
+from simcse_weince.stopping import Stopped
 from simcse_weince.training.config import ConfigError
 from simcse_weince.training.hub import HubAccessError, check_hub_access, download_last_checkpoint, repo_name
+from simcse_weince.training.run_folder import CHECKPOINT
+from simcse_weince.training.signals import SaveAndStopOnSigterm
 
 logger = logging.getLogger(__name__)
+TRAINER_STATE = "trainer_state.json"
 
 
 def setup_logging(training_args: TrainingArguments) -> None:
@@ -39,28 +45,64 @@ def setup_logging(training_args: TrainingArguments) -> None:
     transformers.utils.logging.set_verbosity(logging.WARNING)
 
 
-def start_run(training_args: TrainingArguments) -> float:
-    """Set up logging and the seed and resolve ``resume_from_checkpoint: last`` to a complete checkpoint
-    (so that a run with nothing to resume stops before loading anything); returns the start time."""
-    setup_logging(training_args)
-    set_seed(training_args.seed)
-    resume = training_args.resume_from_checkpoint
-    if resume is not None and resume.lower() == "hub":
-        repo = repo_name(training_args.hub_model_id, training_args.output_dir)
-        with training_args.main_process_first(desc="download the Hub's last-checkpoint"):
-            folder = download_last_checkpoint(
-                repo, training_args.output_dir, training_args.hub_token, training_args.hub_revision
+@contextmanager
+def start_run(groups: dict[str, Any]) -> Iterator[float]:
+    """The run's setting-up and its folder, for the ``with`` block of a command; yields the start time.
+
+    Sets up logging and the seed, then, before anything loads: locks ``output_dir`` for this run
+    (:mod:`~simcse_weince.training.run_folder`; the main process, released when the block ends), clears it for
+    ``--overwrite_output_dir true``, resolves ``--resume_from_checkpoint`` (``hub``: the Hub's
+    ``last-checkpoint``; ``last``: the newest complete checkpoint) and refuses a checkpoint of another run
+    (:mod:`~simcse_weince.training.run_record`), refuses a folder holding a previous run otherwise, and checks
+    the Hub. ``groups``: the parsed argument groups (``model``, ``data``, ``loss``, ``training``).
+    """
+    args = groups["training"]
+    setup_logging(args)
+    set_seed(args.seed)
+    main = args.process_index == 0
+    if main:
+        run_folder.acquire(args.output_dir)
+    try:
+        prepare_folder(args, groups, main)
+        if args.push_to_hub:
+            prepare_hub(args)
+        yield time.perf_counter()
+    finally:
+        if main:
+            run_folder.release(args.output_dir)
+
+
+def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool) -> None:
+    """Clear (overwrite), resolve and check the resume, or check that the folder holds no previous run."""
+    resume = args.resume_from_checkpoint
+    if getattr(args, "overwrite_output_dir", False):
+        if resume is not None and resume.lower() in ("true", "last", "latest"):
+            raise ConfigError(
+                f"--overwrite_output_dir true starts a clean run, so --resume_from_checkpoint {resume} has nothing "
+                "to resume; drop one of them"
             )
-        resume = str(folder)
+        if main:
+            run_folder.clear_previous_run(args.output_dir)
+    if resume is not None and resume.lower() == "hub":
+        repo = repo_name(args.hub_model_id, args.output_dir)
+        with args.main_process_first(desc="download the Hub's last-checkpoint"):
+            resume = str(download_last_checkpoint(repo, args.output_dir, args.hub_token, args.hub_revision))
         logger.info("resuming from %s, the last checkpoint pushed to %s", resume, repo)
-    training_args.resume_from_checkpoint = resume_value(
-        resume, training_args.output_dir, training_args.process_index == 0
-    )
-    if training_args.resume_from_checkpoint is None and not getattr(training_args, "overwrite_output_dir", False):
-        check_fresh_output_dir(training_args.output_dir)
-    if training_args.push_to_hub:
-        prepare_hub(training_args)
-    return time.perf_counter()
+    args.resume_from_checkpoint = resume_value(resume, args.output_dir, main)
+    args.run_record = run_record.run_record(groups, args.world_size)  # saved into every checkpoint
+    allowed = run_record.parse_allowed(getattr(args, "resume_allow_changes", None))
+    unknown = allowed - run_record.fields_of(groups)
+    if unknown:
+        raise ConfigError(
+            f"--resume_allow_changes: unknown setting(s) {', '.join(sorted(unknown))}; expected setting names "
+            "(e.g. max_steps,num_train_epochs) or all"
+        )
+    if args.resume_from_checkpoint is not None:
+        accepted = run_record.check_resume(args.resume_from_checkpoint, args.run_record, allowed)
+        if accepted:
+            logger.warning("resuming with changed settings (accepted): %s", ", ".join(accepted))
+    elif not getattr(args, "overwrite_output_dir", False):
+        check_fresh_output_dir(args.output_dir)
 
 
 def prepare_hub(training_args: TrainingArguments) -> None:
@@ -99,16 +141,13 @@ def check_fresh_output_dir(output_dir: str | Path) -> None:
     Raises:
         ConfigError: naming what is there and the two ways on.
     """
-    found = previous_run(output_dir)
+    found = run_folder.previous_run(output_dir)
     if found:
         shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
         raise ConfigError(
             f"output_dir {output_dir} holds a previous run ({shown}); continue it with --resume_from_checkpoint "
             "last, replace it with --overwrite_output_dir true, or choose another --output_dir"
         )
-
-
-CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
 def is_temporary(name: str) -> bool:
@@ -139,7 +178,10 @@ def latest_complete_checkpoint(output_dir: str | Path, clean: bool = True) -> Pa
             for f in temporary:
                 shutil.rmtree(f) if f.is_dir() else f.unlink()
             if any(ckpt.iterdir()):
-                ckpt.rename(ckpt.with_name(ckpt.name + "-incomplete"))
+                aside = ckpt.with_name(ckpt.name + "-incomplete")
+                if aside.exists():  # a save of the same step was killed before
+                    shutil.rmtree(aside)
+                ckpt.rename(aside)
             else:
                 ckpt.rmdir()
     return None
@@ -168,38 +210,102 @@ def lambda_curve(log_history: Sequence[dict[str, Any]]) -> list[tuple[int, float
 
 def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict[str, Any]:
     """Train (resuming if asked) and return what every run reports: steps, times, loss, λ curve, best
-    checkpoint. With ``load_best_model_at_end`` the model holds the best checkpoint's weights afterwards."""
+    checkpoint. With ``load_best_model_at_end`` the model holds the best checkpoint's weights afterwards.
+
+    A resumed checkpoint that already reached the run's last step trains nothing: its weights (the best
+    checkpoint's) are loaded and the run goes on to export and scoring. ``SIGTERM`` saves a checkpoint at the
+    next step boundary and ends in :class:`~simcse_weince.stopping.Stopped`, as Ctrl-C does (keeping the last
+    complete checkpoint); the message says what was kept and how to resume.
+    """
     t0 = time.perf_counter()
+    resume = training_args.resume_from_checkpoint  # resolved by start_run
+    done = finished_state(resume, training_args)
+    sigterm = SaveAndStopOnSigterm()
+    trainer.add_callback(sigterm)
     try:
-        out = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)  # resolved by start_run
-    except BaseException as err:
+        if done is not None:
+            load_finished(trainer, resume, done, training_args)
+            out = None
+        else:
+            out = trainer.train(resume_from_checkpoint=resume)
+    except KeyboardInterrupt:
+        raise Stopped(f"interrupted (Ctrl-C) at step {trainer.state.global_step}; {kept(training_args)}") from None
+    except Exception as err:
         if training_args.should_save:
-            ckpt = latest_complete_checkpoint(training_args.output_dir, clean=False)
-            where = f"the last complete checkpoint is {ckpt}" if ckpt else "no checkpoint was saved yet"
             logger.error(
-                "training stopped at step %d (%s: %s); %s. Resume with the same command plus "
-                "--resume_from_checkpoint last",
+                "training failed at step %d (%s: %s); %s",
                 trainer.state.global_step,
                 type(err).__name__,
                 " ".join(str(err).split())[:200],
-                where,
+                kept(training_args),
             )
         raise
-    seconds = time.perf_counter() - t0
+    finally:
+        sigterm.restore()
+        trainer.remove_callback(sigterm)
+    if sigterm.received is not None:
+        raise Stopped(f"SIGTERM at step {trainer.state.global_step}; {kept(training_args)}")
+    if training_args.should_save:
+        run_folder.remove_incomplete_checkpoints(training_args.output_dir)
     curve = lambda_curve(trainer.state.log_history)
     return {
         "steps": trainer.state.global_step,
+        "steps_this_session": trainer.state.global_step - (done.global_step if done else start_step(resume)),
         "epochs": trainer.state.epoch,
         "world_size": training_args.world_size,
         "best_checkpoint": trainer.state.best_model_checkpoint,
         "best_metric_during_training": trainer.state.best_metric,
-        "train_seconds": seconds,
-        "train_seconds_trainer": out.metrics.get("train_runtime"),
-        "train_loss": out.training_loss,
+        "train_seconds": time.perf_counter() - t0,
+        "train_seconds_trainer": out.metrics.get("train_runtime") if out else None,
+        "train_loss": out.training_loss if out else None,
         "mean_lambda": sum(v for _, v in curve) / len(curve) if curve else None,
         "lambda_curve": curve,
         **{f"mean_{key}": log_mean(trainer.state.log_history, f"{key}_mean") for key in ("delta_aic", "rho", "beta")},
     }
+
+
+def kept(training_args: TrainingArguments) -> str:
+    """What a stopped or failed run kept, and how to go on from it (advice only when there is a checkpoint)."""
+    ckpt = latest_complete_checkpoint(training_args.output_dir, clean=False)
+    if ckpt is None:
+        return "no checkpoint was saved yet, so there is nothing to resume"
+    return f"the last complete checkpoint is {ckpt}: resume with the same command plus --resume_from_checkpoint last"
+
+
+def start_step(resume: str | None) -> int:
+    if resume is None:
+        return 0
+    return TrainerState.load_from_json(str(Path(resume) / TRAINER_STATE)).global_step
+
+
+def finished_state(resume: str | None, training_args: TrainingArguments) -> TrainerState | None:
+    """The resumed checkpoint's state if it already reached the run's last step (else ``None``): ``max_steps``,
+    or for an epoch-based run with unchanged epochs, the step count the checkpoint's run planned."""
+    if resume is None:
+        return None
+    state = TrainerState.load_from_json(str(Path(resume) / TRAINER_STATE))
+    if training_args.max_steps > 0:
+        target = training_args.max_steps
+    elif state.num_train_epochs == training_args.num_train_epochs and state.max_steps:
+        target = state.max_steps
+    else:
+        return None
+    return state if state.global_step >= target else None
+
+
+def load_finished(trainer: Trainer, resume: str, state: TrainerState, training_args: TrainingArguments) -> None:
+    """Put a finished checkpoint's state and weights into the trainer, as ``train`` would have left them: with
+    ``load_best_model_at_end``, the best checkpoint's weights."""
+    logger.warning(
+        "%s is at step %d, the run's last: nothing left to train; exporting and scoring it", resume, state.global_step
+    )
+    trainer.state = state
+    weights = Path(resume)
+    best = state.best_model_checkpoint
+    if training_args.load_best_model_at_end and best:
+        moved = Path(training_args.output_dir) / Path(best).name  # the run's folder may have moved (Hub resume)
+        weights = Path(best) if Path(best).is_dir() else moved if moved.is_dir() else weights
+    trainer._load_from_checkpoint(str(weights))  # the Trainer's own loader, as its resume uses
 
 
 def log_mean(log_history: Sequence[dict[str, Any]], key: str) -> float | None:
@@ -217,11 +323,17 @@ def card_facts(trainer: Trainer, loss_name: str, loss: Any) -> dict[str, Any]:
         "loss_config": loss.get_config_dict(),
         "citation": loss.citation,
         "steps": trainer.state.global_step,
-        "batch": args.per_device_train_batch_size,
+        "batch": batch_used(args.per_device_train_batch_size, len(trainer.train_dataset), args.world_size),
         "processes": args.world_size,
         "lr": args.learning_rate,
         "precision": args.precision_name,
     }
+
+
+def batch_used(per_device: int, rows: int, processes: int) -> int:
+    """The batch per process the data loader actually forms: the configured one, or fewer when each process's
+    share of the data is smaller (a batch of 100,000 over 300 sentences is a batch of 300)."""
+    return max(1, min(per_device, -(-rows // processes)))
 
 
 def write_results(output_dir: str | Path, results: dict[str, Any]) -> Path:

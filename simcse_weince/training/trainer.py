@@ -33,6 +33,7 @@ from transformers.trainer_utils import EvalLoopOutput
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
 from simcse_weince.training.hub import push_folder, repo_name
+from simcse_weince.training.run_record import save_record
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +173,16 @@ class ContrastiveTrainer(Trainer):
         # the evaluator's sample count (pairs, images), so that the Trainer's samples/s is meaningful
         samples = int(getattr(self.evaluator, "num_samples", 0))
         return EvalLoopOutput(predictions=None, label_ids=None, metrics=metrics, num_samples=samples)
+
+    # ---- checkpoints ------------------------------------------------------------------------------------
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """The Trainer's save, plus the run's record (``run_record.json``, see
+        :mod:`~simcse_weince.training.run_record`) beside the weights: a checkpoint saves its model first and its
+        ``trainer_state.json`` last, so a complete checkpoint always holds the record that resuming checks."""
+        super().save_model(output_dir, _internal_call)
+        record = getattr(self.args, "run_record", None)
+        if record is not None and self.args.should_save:
+            save_record(output_dir or self.args.output_dir, record)
 
     # ---- the Hub -----------------------------------------------------------------------------------------
     def push_final_folder(

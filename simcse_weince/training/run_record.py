@@ -1,0 +1,138 @@
+"""A run knows what it is: the settings that shape its result, saved with every checkpoint and compared on resume.
+
+The record is a flat mapping ``{"group.field": value}`` of the model, data and loss groups (minus fields that
+only say where things go or how fast they run) and the training settings that change the trained weights:
+seed, batch, processes, schedule, optimiser, precision, gradient caching, evaluation cadence (it picks the best
+checkpoint). Local training files are identified by absolute path and size. The trainer writes it as
+``run_record.json`` into each checkpoint folder, before the checkpoint counts as complete.
+
+Resuming (``last``, a path, or the Hub's ``last-checkpoint``) compares the checkpoint's record with the current
+one and refuses any difference in one line listing them, unless ``--resume_allow_changes`` names them
+(``max_steps,num_train_epochs`` to train longer; ``all`` to accept anything).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from simcse_weince.paths import resolve_data_path
+from simcse_weince.training.config import ConfigError, to_plain
+
+RECORD = "run_record.json"
+
+# Fields of the model / data / loss groups that do not change what is trained.
+NOT_SHAPING = frozenset(
+    {
+        "data_cache_dir",
+        "preprocessing_num_workers",
+        "eval_batch_size",
+        "eval_before_training",
+        "eval_test_at_end",
+        "model_card_note",
+        "senteval_dir",
+        "download",
+        "data_dir",
+    }
+)
+# TrainingArguments that change the trained weights or the checkpoint kept as best.
+TRAINING_FIELDS = (
+    "seed",
+    "data_seed",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "learning_rate",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "max_grad_norm",
+    "optim",
+    "lr_scheduler_type",
+    "warmup_ratio",
+    "warmup_steps",
+    "max_steps",
+    "num_train_epochs",
+    "precision",
+    "gradient_cache_chunk_size",
+    "dataloader_drop_last",
+    "eval_strategy",
+    "eval_steps",
+    "metric_for_best_model",
+)
+
+
+def file_identity(path: str) -> str:
+    """``<absolute path> (<size> bytes)`` of a local file (the name alone for anything else)."""
+    local = Path(resolve_data_path(path))
+    return f"{local.resolve()} ({local.stat().st_size} bytes)" if local.is_file() else path
+
+
+def run_record(groups: dict[str, Any], world_size: int) -> dict[str, Any]:
+    """The record of a run from its argument groups (``model``, ``data``, ``loss``, ``training``)."""
+    record: dict[str, Any] = {"training.processes": world_size}
+    for name, group in groups.items():
+        if name == "training":
+            plain = to_plain({f: getattr(group, f, None) for f in TRAINING_FIELDS})
+        else:
+            plain = {k: v for k, v in to_plain(group).items() if k not in NOT_SHAPING}
+        if name == "data" and plain.get("train_files"):
+            plain["train_files"] = [file_identity(f) for f in plain["train_files"]]
+        record.update({f"{name}.{key}": value for key, value in plain.items()})
+    return record
+
+
+def save_record(folder: str | Path, record: dict[str, Any]) -> None:
+    Path(folder, RECORD).write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def load_record(checkpoint: str | Path) -> dict[str, Any] | None:
+    path = Path(checkpoint) / RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def differences(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{key: (checkpoint's value, current value)}`` for every setting that differs."""
+    keys = sorted(set(saved) | set(current))
+    return {k: (saved.get(k), current.get(k)) for k in keys if saved.get(k) != current.get(k)}
+
+
+def parse_allowed(value: str | None) -> set[str]:
+    """``--resume_allow_changes``: comma-separated field names (``max_steps``) or ``all``."""
+    return {v.strip() for v in (value or "").split(",") if v.strip()}
+
+
+def check_resume(checkpoint: str | Path, current: dict[str, Any], allowed: set[str]) -> dict[str, tuple[Any, Any]]:
+    """Refuse to resume ``checkpoint`` into a run it does not belong to; returns the allowed differences.
+
+    Raises:
+        ConfigError: the checkpoint holds no record (another program, or a different version of this one) or
+            its settings differ from the current ones in fields ``allowed`` does not name.
+    """
+    saved = load_record(checkpoint)
+    if saved is None:
+        if "all" in allowed:
+            return {}
+        raise ConfigError(
+            f"--resume_from_checkpoint {checkpoint}: it holds no {RECORD} (not a checkpoint of this run, or written "
+            "by another program or version), so it cannot be checked against this run's settings; pass "
+            "--resume_allow_changes all to resume it anyway"
+        )
+    diff = differences(saved, current)
+    refused = {k: v for k, v in diff.items() if "all" not in allowed and k.split(".", 1)[1] not in allowed}
+    if refused:
+        listed = "; ".join(f"{k.split('.', 1)[1]}: {a!r} in the checkpoint, {b!r} now" for k, (a, b) in refused.items())
+        names = ",".join(k.split(".", 1)[1] for k in refused)
+        raise ConfigError(
+            f"--resume_from_checkpoint {checkpoint} belongs to a run with other settings ({listed}); resume with the "
+            "same settings, start a new run in another --output_dir, or accept the differences with "
+            f"--resume_allow_changes {names}"
+        )
+    return diff
+
+
+def fields_of(groups: dict[str, Any]) -> set[str]:
+    """Every field name of the argument groups (to validate ``--resume_allow_changes``)."""
+    return {f.name for g in groups.values() for f in dataclasses.fields(g)} | {"processes", "all"}
