@@ -1,10 +1,13 @@
 """A catalogue of bad inputs, one parametrised test per command: each ends in one line on stderr
-(``error: ...`` naming the file, value or model and what was expected), exit code 2, no traceback, and
-nothing heavy loaded first (the cases run in well under a second each)."""
+(``error: ...`` naming the file, value or model and what was expected), exit code 2, no traceback, no
+argparse usage text, and nothing heavy loaded first (the cases run in well under a second each). An
+expected text that starts with ``error: `` must begin the line: it names the error's true source (the YAML
+file, ``{tmp}`` standing for the test's folder, or ``command line: --flag value``)."""
 
 from __future__ import annotations
 
 import gzip
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +26,22 @@ def _write(path: Path, data: bytes) -> str:
     return str(path)
 
 
+def _yaml(tmp: Path, text: str) -> str:
+    return _write(tmp / "c.yaml", text.encode())
+
+
+def _corrupt_image_run(tmp: Path) -> list[str]:
+    """A tiny SimCLR run on the fake CIFAR-10 zips, one training member of which is not an image, read by a
+    DataLoader worker (which re-raises the error with its whole traceback in the message)."""
+    from tests.helpers import argv, write_cifar10_zips
+
+    root = write_cifar10_zips(tmp / "data", train_per_class=4, test_per_class=2)
+    with zipfile.ZipFile(root / "cifar10_train_jpeg.zip", "a") as z:
+        z.writestr("train/dog/9999.jpg", b"definitely not a jpeg")
+    return argv(data_dir=root, backbone="resnet18_slim", output_dir=tmp / "o", per_device_train_batch_size=4,
+                dataloader_num_workers=1, disable_tqdm=True, report_to="none")  # fmt: skip
+
+
 def _previous_run(tmp: Path) -> Path:
     (tmp / "out" / "checkpoint-40").mkdir(parents=True)
     (tmp / "out" / "results.json").write_text("{}")
@@ -33,9 +52,50 @@ TRAIN_CASES: dict[str, tuple[Case, str]] = {
     "missing config file": (lambda t, fx: [str(t / "nope.yaml")], "config file not found"),
     "unknown YAML key": (lambda t, fx: [_write(t / "c.yaml", b"learning_rat: 3\n")], "unknown config keys"),
     "YAML not a mapping": (lambda t, fx: [_write(t / "c.yaml", b"- a\n- b\n")], "expected a mapping"),
-    "invalid YAML": (lambda t, fx: [_write(t / "c.yaml", b"a: [1\n")], "not valid YAML"),
+    "invalid YAML": (
+        lambda t, fx: [_write(t / "c.yaml", b"a: [1\n")],
+        "error: {tmp}/c.yaml:2:1: not valid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow "
+        "sequence at line 1, column 4)",
+    ),
     "bad choice in YAML": (lambda t, fx: [_write(t / "c.yaml", b"beta_mode: mle\n")], "beta_mode must be one of"),
     "unknown flag": (lambda t, fx: _text_args(t, fx, "--learning_rat", "1"), "--learning_rat"),
+    # errors name their true source: a value from the command line is not blamed on the YAML file, and back
+    "unknown flag after a YAML file": (
+        lambda t, fx: [_yaml(t, "temperature: 0.05\n"), *_text_args(t, fx, "--learning_rat", "1")],
+        "error: command line: unknown flag --learning_rat (did you mean --learning_rate?)",
+    ),
+    "bad value on the command line after a YAML file": (
+        lambda t, fx: [_yaml(t, "temperature: 0.05\n"), *_text_args(t, fx, "--temperature", "-0.05")],
+        "error: command line: --temperature -0.05: temperature must be > 0, got -0.05",
+    ),
+    "bad choice on the command line": (
+        lambda t, fx: [_yaml(t, "beta_mode: ols\n"), *_text_args(t, fx, "--beta_mode", "mle")],
+        "error: command line: --beta_mode mle: invalid choice: 'mle'",
+    ),
+    "bad number on the command line": (
+        lambda t, fx: _text_args(t, fx, "--max_steps", "ten"),
+        "error: command line: --max_steps ten: invalid int value: 'ten'",
+    ),
+    "bad YAML value with command-line overrides": (
+        lambda t, fx: [_yaml(t, "temperature: -0.05\n"), *_text_args(t, fx, "--q", "0.3")],
+        "error: {tmp}/c.yaml: temperature must be > 0, got -0.05",
+    ),
+    "YAML value that is not a number": (
+        lambda t, fx: [_yaml(t, "max_steps: ten\n"), *_text_args(t, fx)],
+        "error: {tmp}/c.yaml: max_steps: invalid int value: 'ten'",
+    ),
+    "max_steps 0": (
+        lambda t, fx: _text_args(t, fx, "--max_steps", "0"),
+        "error: command line: --max_steps 0: max_steps must be > 0, or -1 to train for num_train_epochs (> 0); got 0",
+    ),
+    "num_train_epochs 0": (
+        lambda t, fx: _text_args(t, fx, "--max_steps", "-1", "--num_train_epochs", "0"),
+        "error: command line: --num_train_epochs 0: num_train_epochs must be > 0 when max_steps is -1",
+    ),
+    "output_dir is a file": (
+        lambda t, fx: _text_args(t, fx, "--output_dir", _write(t / "out.txt", b"x")),
+        "error: command line: --output_dir {tmp}/out.txt: output_dir {tmp}/out.txt is a file; expected a folder",
+    ),
     "temperature 0": (lambda t, fx: _text_args(t, fx, "--temperature", "0"), "temperature must be > 0"),
     "max_seq_length 2": (lambda t, fx: _text_args(t, fx, "--max_seq_length", "2"), "max_seq_length must be >= 3"),
     "batch of 1": (lambda t, fx: _text_args(t, fx, "--per_device_train_batch_size", "1"), "at least 2 rows"),
@@ -101,6 +161,15 @@ EVAL_CASES: dict[str, tuple[Case, str]] = {
 
 VISION_CASES: dict[str, tuple[Case, str]] = {
     "bad backbone in YAML": (lambda t, fx: [_write(t / "v.yaml", b"backbone: vgg\n")], "backbone must be one of"),
+    "bad backbone on the command line": (
+        lambda t, fx: ["--backbone", "vgg", "--output_dir", str(t / "o")],
+        "error: command line: --backbone vgg: invalid choice: 'vgg'",
+    ),
+    "corrupt image in the archive, read by a worker": (
+        lambda t, fx: _corrupt_image_run(t),
+        "error: {tmp}/data/cifar10_train_jpeg.zip: cannot decode member 'train/dog/9999.jpg' (not a format PIL "
+        "can read); expected an image file",
+    ),
     "image size 0": (lambda t, fx: ["--image_size", "0", "--output_dir", str(t / "o")], "image_size must be >= 8"),
     "missing image archive": (
         lambda t, fx: ["--data_dir", str(t), "--output_dir", str(t / "o")],
@@ -122,13 +191,15 @@ def fx(tiny_bert_dir: Path, tiny_bert_weights_dir: Path, wiki_sample: Path) -> d
     return {"tiny": tiny_bert_dir, "weights": tiny_bert_weights_dir, "wiki": wiki_sample}
 
 
-def _check(main: Callable, argv: list[str], expected: str, capsys: pytest.CaptureFixture) -> None:
+def _check(main: Callable, argv: list[str], expected: str, capsys: pytest.CaptureFixture, tmp: Path) -> None:
     assert main(argv) == 2
     captured = capsys.readouterr()
     err = captured.err.strip()
     assert err.startswith("error: ") and "\n" not in err, captured.err
-    assert expected in err, err
+    expected = expected.replace("{tmp}", str(tmp))
+    assert err.startswith(expected) if expected.startswith("error: ") else expected in err, err
     assert "Traceback" not in captured.out + captured.err
+    assert "usage:" not in captured.out + captured.err  # argparse's usage wall
 
 
 @pytest.mark.parametrize("case", sorted(TRAIN_CASES))
@@ -136,7 +207,7 @@ def test_train(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixtur
     from simcse_weince.cli.train_text import main
 
     argv, expected = TRAIN_CASES[case][0](tmp_path, fx), TRAIN_CASES[case][1]
-    _check(main, argv, expected, capsys)
+    _check(main, argv, expected, capsys, tmp_path)
 
 
 @pytest.mark.parametrize("case", sorted(EVAL_CASES))
@@ -144,7 +215,7 @@ def test_evaluate(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFix
     from simcse_weince.cli.evaluate import main
 
     argv, expected = EVAL_CASES[case][0](tmp_path, fx), EVAL_CASES[case][1]
-    _check(main, [*argv, "--output_dir", str(tmp_path / "eval")], expected, capsys)
+    _check(main, [*argv, "--output_dir", str(tmp_path / "eval")], expected, capsys, tmp_path)
 
 
 @pytest.mark.parametrize("case", sorted(VISION_CASES))
@@ -152,7 +223,7 @@ def test_vision(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixtu
     from simcse_weince.cli.train_vision import main
 
     argv, expected = VISION_CASES[case][0](tmp_path, fx), VISION_CASES[case][1]
-    _check(main, argv, expected, capsys)
+    _check(main, argv, expected, capsys, tmp_path)
 
 
 @pytest.mark.parametrize("case", sorted(DIAGNOSE_CASES))
@@ -160,7 +231,7 @@ def test_diagnose(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFix
     from simcse_weince.cli.diagnose import main
 
     argv, expected = DIAGNOSE_CASES[case][0](tmp_path, fx), DIAGNOSE_CASES[case][1]
-    _check(main, argv, expected, capsys)
+    _check(main, argv, expected, capsys, tmp_path)
 
 
 def test_debug_variable_shows_the_traceback(fx: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -411,7 +411,7 @@ def test_the_pages_have_commands() -> None:
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("python train_unsup.py configs/quickstart.yaml --learning_rat 1e-5", "not used by the HfArgumentParser"),
+        ("python train_unsup.py configs/quickstart.yaml --learning_rat 1e-5", "unknown flag --learning_rat"),
         ("python train_unsup.py configs/quickstart.yaml --beta_mode mle", "invalid choice"),
         ("python train_unsup.py configs/unsup_bert_base_weince.yaml", "config file not found"),
         ("simcse-train configs/quickstart.yaml --loss mle", "invalid choice"),

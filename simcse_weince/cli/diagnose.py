@@ -188,6 +188,8 @@ def run(argv: Sequence[str]) -> dict:
     path = resolve_model_path(args.model)
     kind = model_kind(args, path)
     loss, loss_source = statistics_loss(args, path, "simcse" if kind == "text" else "ntxent")  # before loading
+    if loss_source.startswith("defaults"):
+        logger.warning(defaults_warning(loss_source))
     if kind == "text":
         path = check_model_source(args.model)
     out = Path(args.out)
@@ -263,7 +265,22 @@ def summary_text(r: dict) -> str:
         f"alignment {geo.get('alignment', float('nan')):.4f}, uniformity {geo['uniformity']:.4f}",
         f"  report: {Path(r['plots']['tail']).parent / 'report.json'} ({r['seconds']:.0f} s)",
     ]
+    source = r["weince_loss_settings_from"]
+    lines.insert(
+        -1,
+        f"  warning: {defaults_warning(source)}" if source.startswith("defaults") else f"  WEINCE settings: {source}",
+    )
     return "\n".join(lines)
+
+
+def defaults_warning(source: str) -> str:
+    """The line saying that the WEINCE statistics use the default loss settings (no ``run_config.yaml`` found)."""
+    given = source.removeprefix("defaults").removeprefix(" + ")
+    return (
+        "no run_config.yaml beside the model, so the WEINCE statistics (lambda, beta) use the default loss settings"
+        + (f" and the {given}" if given else "")
+        + "; if the model was trained with other settings, pass them as flags (--beta_mode, --loss_q, ...)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

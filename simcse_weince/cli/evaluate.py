@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import logging
+import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcse_weince.cli.errors import run_command
-from simcse_weince.evaluation.runner import MODES, load_tasks, run_evaluation, write_report
+from simcse_weince.cli.errors import Stopped, run_command
+from simcse_weince.evaluation.runner import (
+    MODES,
+    EvaluationReport,
+    load_tasks,
+    report_paths,
+    run_evaluation,
+    write_report,
+)
 from simcse_weince.evaluation.senteval_classifier import ENGINES
 from simcse_weince.evaluation.transfer import CLASSIFIERS, classifier_device
-from simcse_weince.model_sources import check_model_source
+from simcse_weince.model_sources import check_model_source, looks_like_path, resolve_model_path
 from simcse_weince.paths import resolve_data_path, senteval_root
 from simcse_weince.text.encoder import load_text_encoder
 from simcse_weince.text.poolers import POOLERS
@@ -39,7 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="SentEval data/downstream folder (default: $SENTEVAL_DATA, "
         "then the shared data folder; STS-B falls back to the Hub)",
     )
-    p.add_argument("--output_dir", default=None, help="where eval_<mode>.json/.md go (default: eval_results/<model>)")
+    p.add_argument(
+        "--output_dir",
+        default=None,
+        help="where eval_<mode>.json/.md go (default: eval_results/<the whole --model path or Hub id, '/' -> '__'>, "
+        "e.g. eval_results/runA__model for runA/model)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an eval_<mode> report of a different model in the output folder (the same model's own "
+        "report is always replaced)",
+    )
     p.add_argument("--batch_size", type=int, default=128)
     p.add_argument("--max_length", type=int, default=None, help="token limit (default: the model's, at most 512)")
     p.add_argument("--device", default=None)
@@ -76,13 +98,81 @@ def _check_engine(engine: str, device: str | None) -> None:
         raise ValueError(f"--classifier_engine graph needs a CUDA device; the classifiers would run on {target}")
 
 
+MAX_NAME = 120  # characters of a default report folder's name
+
+
+def default_output_dir(model: str) -> Path:
+    """``eval_results/<name>``, the name built from the whole ``--model`` so that two models do not share it (the
+    few names that still could, e.g. ``a b`` and ``a_b``, are caught by :func:`check_replaceable`):
+    a local folder's path relative to the working directory (absolute when it lies outside it) and a Hub id,
+    with ``__`` for each ``/`` (``runA/model`` -> ``runA__model``, ``/data/runs/x/model`` ->
+    ``data__runs__x__model``, ``org/name`` -> ``org__name``). Characters other than letters, digits, ``.``,
+    ``_``, ``-`` become ``_``; a name over 120 characters keeps its end after a short hash of the whole."""
+    local = resolve_data_path(model)
+    if Path(local).exists() or looks_like_path(model):
+        path = Path(os.path.abspath(local))
+        try:
+            parts = path.relative_to(Path.cwd()).parts
+        except ValueError:
+            parts = ()
+        parts = parts or path.parts[1:] or ("root",)  # outside the working directory (or it): the absolute path
+    else:
+        parts = tuple(p for p in model.split("/") if p)  # a Hub id
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", "__".join(parts))
+    name = "_" + name[1:] if name.startswith(".") else name
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha1("__".join(parts).encode()).hexdigest()[:8]
+        name = f"{digest}-{name[-(MAX_NAME - len(digest) - 1) :]}"
+    return Path("eval_results") / name
+
+
+def model_identity(model: str) -> str:
+    """Which model ``--model`` names, as recorded in the report: the resolved local folder, else the Hub id."""
+    resolved = resolve_model_path(model)
+    return os.path.realpath(resolved) if Path(resolved).exists() else model
+
+
+def check_replaceable(js: Path, model_id: str, overwrite: bool) -> None:
+    """Refuse to replace ``js`` when it is the report of a different model (unless ``overwrite``).
+
+    Raises:
+        ValueError: ``js`` holds another model's report, or cannot be read as one.
+    """
+    if overwrite or not js.exists():
+        return
+    hint = "pass --overwrite to replace it or --output_dir to write elsewhere"
+    try:
+        old = json.loads(js.read_text(encoding="utf-8"))
+        old_id = old.get("model_id") or model_identity(str(old["model"]))  # reports from before model_id
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{js} exists but is not a readable evaluation report ({err}); {hint}") from err
+    if old_id != model_id:
+        raise ValueError(f"{js} is the report of another model ({old_id}), not {model_id}; {hint}")
+
+
+def stopped_message(report: EvaluationReport | None, js: Path, md: Path) -> str:
+    """The ``stopped:`` line of an interrupted evaluation: where its partial report is and what it lacks."""
+    if report is None:
+        return "interrupted (Ctrl-C) before the report was written"
+    missing = report.missing_tasks()
+    done = len(report.planned) - len(missing)
+    return (
+        f"interrupted (Ctrl-C) during {missing[0] if missing else 'the last save'}: partial report in {js} and "
+        f"{md.name} ({done} of {len(report.planned)} tasks done; missing {', '.join(missing) or 'none'})"
+    )
+
+
 def run(argv: Sequence[str]) -> dict:
-    """Parse, read every task's files, load the model, evaluate (results saved after every task)."""
+    """Parse, read every task's files, load the model, evaluate (results saved before the first task, marked
+    partial, and after every task); Ctrl-C ends in :class:`Stopped`, naming the partial report."""
     args = build_parser().parse_args(argv)
     _check_engine(args.classifier_engine, args.device)
     data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
     tasks = load_tasks(args.tasks, args.mode, data_dir)  # missing or malformed files fail before the model loads
     model_path = check_model_source(args.model)
+    model_id = model_identity(args.model)
+    out = Path(args.output_dir) if args.output_dir else default_output_dir(args.model)
+    check_replaceable(report_paths(out, tasks.mode)[0], model_id, args.overwrite)  # before the model loads
     encoder = load_text_encoder(
         model_path,
         pooler=args.pooler,
@@ -92,18 +182,27 @@ def run(argv: Sequence[str]) -> dict:
         show_progress_bar=not args.no_progress,
         precision=args.precision,
     )
-    out = args.output_dir or Path("eval_results") / Path(args.model.rstrip("/")).name
-    report = run_evaluation(
-        encoder,
-        args.model,
-        tasks,
-        seed=args.seed,
-        on_task=lambda r: write_report(r, out),
-        classifier=args.classifier,
-        engine=args.classifier_engine,
-        device=args.device,
-        show_progress_bar=not args.no_progress,
-    )
+    saved: list[EvaluationReport] = []  # the report as last saved (first saved before any task runs)
+
+    def save(r: EvaluationReport) -> None:
+        write_report(r, out)
+        saved[:] = [r]
+
+    try:
+        report = run_evaluation(
+            encoder,
+            args.model,
+            tasks,
+            seed=args.seed,
+            on_task=save,
+            classifier=args.classifier,
+            engine=args.classifier_engine,
+            device=args.device,
+            show_progress_bar=not args.no_progress,
+            model_id=model_id,
+        )
+    except KeyboardInterrupt as err:
+        raise Stopped(stopped_message(saved[0] if saved else None, *report_paths(out, tasks.mode))) from err
     js, md = write_report(report, out)
     print()
     print(report.markdown())

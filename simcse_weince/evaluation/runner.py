@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -77,6 +78,11 @@ class CachingEncoder:
 
 @dataclass
 class EvaluationReport:
+    """The results so far of one evaluation. ``planned`` lists every task it was started with, in order: until all
+    of them have a result the report is partial (``complete`` false, ``missing_tasks`` in the JSON and the table),
+    so a report saved before the first task and after each one says what a stopped or killed run left out.
+    ``model_id`` records which model it is for (a resolved local folder or a Hub id)."""
+
     model: str
     mode: str
     classifier: str = "senteval"
@@ -84,6 +90,16 @@ class EvaluationReport:
     transfer: dict[str, TransferResult] = field(default_factory=dict)
     seconds: float = 0.0
     encode_seconds: float = 0.0
+    planned: list[str] = field(default_factory=list)
+    model_id: str | None = None
+
+    def missing_tasks(self) -> list[str]:
+        """The planned tasks without a result yet, in the order they run."""
+        return [t for t in self.planned if t not in self.sts and t not in self.transfer]
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing_tasks()
 
     def sts_scores(self) -> dict[str, float]:
         return {STS_SHORT.get(k, k): v.main for k, v in self.sts.items()}
@@ -96,8 +112,11 @@ class EvaluationReport:
         sts, tr = self.sts_scores(), self.transfer_scores()
         return {
             "model": self.model,
+            "model_id": self.model_id,
             "mode": self.mode,
             "classifier": self.classifier,
+            "complete": self.complete,
+            "missing_tasks": self.missing_tasks(),
             "sts": {k: v.to_dict() for k, v in self.sts.items()},
             "transfer": {k: v.to_dict() for k, v in self.transfer.items()},
             "sts_avg": float(np.mean(list(sts.values()))) if sts else None,
@@ -108,10 +127,18 @@ class EvaluationReport:
 
     def markdown(self) -> str:
         """One table, as SimCSE's: the STS tasks and their "Avg.", then the transfer tasks and theirs."""
+        where = f" ({self.model_id})" if self.model_id and self.model_id != self.model else ""
         head = (
-            f"Model: `{self.model}` · mode: {self.mode} · transfer classifier: {self.classifier} · "
+            f"Model: `{self.model}`{where} · mode: {self.mode} · transfer classifier: {self.classifier} · "
             f"wall time {self.seconds:.1f} s (encoding {self.encode_seconds:.1f} s)"
         )
+        missing = self.missing_tasks()
+        if missing:
+            done = len(self.planned) - len(missing)
+            head += (
+                f"\n\n**Partial report**: {done} of {len(self.planned)} tasks done, missing {', '.join(missing)} "
+                "(averages are over the tasks done)."
+            )
         cols: list[str] = []
         vals: list[float] = []
         for label, scores in (("STS Avg.", self.sts_scores()), ("Transfer Avg.", self.transfer_scores())):
@@ -176,12 +203,14 @@ def run_evaluation(
     device: str | None = None,
     show_progress_bar: bool = False,
     engine: Engine = "auto",
+    model_id: str | None = None,
 ) -> EvaluationReport:
     """Evaluate ``encoder`` on the tasks; ``mode`` = dev (STS-B/SICK-R dev, transfer dev accuracy),
     test (everything, 10-fold), fast (everything, 5-fold, fewer solver iterations).
 
     ``tasks`` is a task spec (its files are all read first, see :func:`load_tasks`) or a loaded
-    :class:`TaskSet`; ``on_task(report)`` is called after every task, e.g. to save partial results.
+    :class:`TaskSet`; ``on_task(report)`` is called once before the first task (every task still missing) and
+    after every task, e.g. to save partial results; ``model_id`` is recorded in the report (which model it is for).
     ``classifier``: ``senteval`` (SentEval's PyTorch protocol, test mode: Adam, 10-fold; fast mode: RMSprop,
     5-fold) or ``sklearn`` (scikit-learn's exact logistic regression); ``device`` is where the senteval
     classifiers train (default: CUDA when available) and ``engine`` how they step (the same models either way,
@@ -191,7 +220,7 @@ def run_evaluation(
     loaded = tasks if isinstance(tasks, TaskSet) else load_tasks(tasks, mode, data_dir)
     mode = loaded.mode
     cached = CachingEncoder(encoder)
-    report = EvaluationReport(model_name, mode, classifier)
+    report = EvaluationReport(model_name, mode, classifier, planned=[*loaded.sts, *loaded.transfer], model_id=model_id)
     t0 = time.perf_counter()
 
     def done() -> None:
@@ -200,6 +229,7 @@ def run_evaluation(
         if on_task is not None:
             on_task(report)
 
+    done()  # a report listing every task as missing, before any runs: a run killed hard leaves it marked partial
     for name, task in loaded.sts.items():
         report.sts[name] = res = evaluate_sts(cached, task)
         skipped = f", {res.skipped} unscored pairs skipped" if res.skipped else ""
@@ -227,10 +257,27 @@ def run_evaluation(
     return report
 
 
-def write_report(report: EvaluationReport, output_dir: str | Path) -> tuple[Path, Path]:
+def report_paths(output_dir: str | Path, mode: str) -> tuple[Path, Path]:
+    """Where :func:`write_report` puts the report of a ``mode`` run: ``eval_<mode>.json`` and ``.md``."""
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    js, md = out / f"eval_{report.mode}.json", out / f"eval_{report.mode}.md"
-    js.write_text(json.dumps(report.to_dict(), indent=2))
-    md.write_text(report.markdown() + "\n")
+    return out / f"eval_{mode}.json", out / f"eval_{mode}.md"
+
+
+def write_report(report: EvaluationReport, output_dir: str | Path) -> tuple[Path, Path]:
+    """Save the report as ``eval_<mode>.json`` and ``.md`` in ``output_dir``; each file is replaced in one step, so
+    a run stopped or killed while writing leaves the previous version whole."""
+    js, md = report_paths(output_dir, report.mode)
+    js.parent.mkdir(parents=True, exist_ok=True)
+    _replace(js, json.dumps(report.to_dict(), indent=2))
+    _replace(md, report.markdown() + "\n")
     return js, md
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -131,7 +131,7 @@ def load_stsb(root: Path, split: str) -> STSTask:
     if split not in ("train", "dev", "test"):
         raise ValueError(f"STS-B split must be train, dev or test, got {split!r}")
     path = Path(root) / "STS" / "STSBenchmark" / f"sts-{split}.csv"
-    hint = f"{path}: TAB-separated genre, file, year, id, score, sentence1, sentence2"
+    hint = "TAB-separated genre, file, year, id, score, sentence1, sentence2"
     sub = _pair_table(path, hint, (5, 6, 4), header=False)
     sub.name = split
     return STSTask("STSBenchmark", [sub])
@@ -142,7 +142,7 @@ def load_sickr(root: Path, split: str) -> STSTask:
     if split not in SICK_FILES:
         raise ValueError(f"SICK split must be one of {sorted(SICK_FILES)}, got {split!r}")
     path = Path(root) / "SICK" / SICK_FILES[split]
-    hint = f"{path}: header line, then TAB-separated pair_ID, sentence_A, sentence_B, relatedness_score, ..."
+    hint = "header line, then TAB-separated pair_ID, sentence_A, sentence_B, relatedness_score, ..."
     sub = _pair_table(path, hint, (1, 2, 3), header=True)
     sub.name = split
     return STSTask("SICKRelatedness", [sub])

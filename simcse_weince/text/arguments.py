@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simcse_weince.text.data import check_line_format
 from simcse_weince.text.poolers import Pooler
 from simcse_weince.training.arguments import ContrastiveTrainingArguments, check_at_least, check_choice
 
@@ -102,6 +103,12 @@ class DataArguments:
                 f"drop_unterminated_last_line names the files cut off mid-line (file names or glob patterns, "
                 f"e.g. ['wiki1m_for_simcse.head*']), not true/false; got {cut!r}"
             )
+        if isinstance(self.train_files, str):  # `train_files: a.txt` in YAML: one file, not its characters
+            self.train_files = [self.train_files]
+        if isinstance(self.drop_unterminated_last_line, str):
+            self.drop_unterminated_last_line = [self.drop_unterminated_last_line]
+        for f in self.train_files or ():  # a column format is refused by its name, before anything loads
+            check_line_format(f)
         check_at_least("max_seq_length", self.max_seq_length, MIN_SEQ_LENGTH)
         check_at_least("max_train_samples", self.max_train_samples, 2)
         check_at_least("preprocessing_num_workers", self.preprocessing_num_workers, 1)

@@ -13,7 +13,7 @@ from transformers import TrainingArguments
 from simcse_weince.paths import resolve_data_path
 from simcse_weince.text.arguments import DataArguments
 from simcse_weince.text.data import TextStats, check_text_file, single_row_tail
-from simcse_weince.text.token_cache import prepare_hub_text, prepare_text_files
+from simcse_weince.text.token_cache import format_bytes, prepare_hub_text, prepare_text_files
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,8 @@ def is_cut_file(path: str, patterns: list[str] | None) -> bool:
 
 
 def training_files(data: DataArguments) -> list[tuple[Path, bool]]:
-    """The configured local files, each checked to exist (not a folder, not gzip), with its drop flag."""
+    """The configured local files, each checked to exist (not a folder, not gzip, not named as a column format),
+    with its drop flag."""
     files = [resolve_data_path(f) for f in data.train_files or ()]
     return [(check_text_file(f), is_cut_file(f, data.drop_unterminated_last_line)) for f in files]
 
@@ -47,16 +48,29 @@ def load_training_sentences(data: DataArguments, tokenizer, stats: TextStats, bu
 
 
 def log_corpus(dataset: Dataset, stats: TextStats, max_length: int) -> None:
+    """One line on what the corpus is (sentences, skipped lines, truncation, the cache and its size), and a
+    warning when sentences were skipped for having no known token."""
     logger.info(
-        "training text: %d sentences from %s; %d blank lines skipped; %d truncated to %d tokens; cache %s (%s)",
+        "training text: %d sentences from %s; %d blank lines, %d lines of invisible characters only "
+        "(NUL, zero-width) and %d sentences with no known token skipped; %d truncated to %d tokens; "
+        "cache %s (%s, %s)",
         len(dataset),
         ", ".join(stats.files),
         stats.blank_lines_skipped,
+        stats.invisible_lines_skipped,
+        stats.unknown_sentences_skipped,
         stats.truncated,
         max_length,
         stats.cache_dir,
         "reused" if stats.cache_reused else "built",
+        format_bytes(stats.cache_bytes),
     )
+    if stats.unknown_sentences_skipped:
+        logger.warning(
+            "skipped %d sentence(s) with no token known to the tokenizer (only [UNK], e.g. emoji, or nothing once "
+            "normalised): every one would be the same input to the encoder",
+            stats.unknown_sentences_skipped,
+        )
 
 
 def drop_lone_tail(dataset: Dataset, stats: TextStats, batch_size: int, processes: int, gathered: bool) -> Dataset:

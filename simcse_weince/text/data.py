@@ -1,17 +1,25 @@
 """Training text for unsupervised SimCSE: reading, tokenising and collating sentences.
 
-A local text file has one sentence per line. Blank lines are skipped and counted; a file that is not valid
-UTF-8 stops with an error naming the file and line; a file without sentences is an error. A file cut off
-mid-line (no final newline, e.g. a byte-range sample) can drop that last line on request. Files are read as
-a stream (:func:`iter_sentences`); :func:`tokenize_batch` is the batched tokenisation behind the on-disk
-token cache (:mod:`simcse_weince.text.token_cache`), which stores each sentence's duplicate key beside its ids.
+A local text file has one sentence per line: lines end at ``\n`` (or ``\r\n``) and nowhere else. The
+other characters that Python's ``str.splitlines`` breaks at (a carriage return not followed by ``\n``, ``\v``,
+``\f``, ``\x1c``-``\x1e``, ``\x85``, U+2028, U+2029) are read as spaces inside the line, with a warning naming
+the first one of each file. A line is stripped of whitespace and of NUL / zero-width characters
+(:data:`INVISIBLE`) at both ends; blank lines and lines of invisible characters only are skipped and counted
+apart. A file that is not valid UTF-8 stops with an error naming the file and line; a file without sentences is
+an error; a file named as a column format (``.csv``, ``.tsv``, ``.json``, ``.jsonl``, ``.parquet``, also
+compressed) is refused by name (:func:`check_line_format`). A file cut off mid-line (no final newline, e.g. a
+byte-range sample) can drop that last line on request. Files are read as a stream (:func:`iter_sentences`);
+:func:`tokenize_batch` is the batched tokenisation behind the on-disk token cache
+(:mod:`simcse_weince.text.token_cache`), which stores each sentence's duplicate key beside its ids and skips the
+sentences with no known token (only ``[UNK]``, e.g. emoji for a WordPiece vocabulary, or nothing at all).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +32,22 @@ logger = logging.getLogger(__name__)
 GZIP_MAGIC = b"\x1f\x8b"
 LAYOUT = "UTF-8 text, one sentence per line"
 CHUNK_BYTES = 1 << 22  # read size of the streaming reader: flat memory whatever the file size
+# Read as spaces inside a line: the line breaks of str.splitlines other than \n (and a CR not before a \n)
+BREAKS_IN_LINE = "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+BREAK_IN_LINE = re.compile(f"[{BREAKS_IN_LINE}]")
+BREAK_NAMES = {"\r": "carriage return without a line feed", "\v": "vertical tab", "\f": "form feed"}
+INVISIBLE = "\x00\u200b\u200c\u200d\u2060\ufeff"  # NUL, zero-width space / non-joiner / joiner, word joiner, BOM
+STRIP = "".join(chr(c) for c in range(0x3001) if chr(c).isspace()) + INVISIBLE  # every str.isspace() is <= U+3000
+# File names of column formats, not read as plain lines (lower-case suffix -> format), and compression suffixes
+COLUMN_FORMATS = {
+    ".csv": "CSV",
+    ".tsv": "TSV",
+    ".json": "JSON",
+    ".jsonl": "JSON Lines",
+    ".ndjson": "JSON Lines",
+    ".parquet": "Parquet",
+}
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip")
 
 
 @dataclass
@@ -33,24 +57,54 @@ class TextStats:
     files: list[str] = field(default_factory=list)
     sentences: int = 0
     blank_lines_skipped: int = 0
+    invisible_lines_skipped: int = 0  # lines of NUL / zero-width characters only (and whitespace), see INVISIBLE
+    unknown_sentences_skipped: int = 0  # no known token: only [UNK] (e.g. emoji) or nothing once tokenised
     unterminated_lines_dropped: int = 0
     truncated: int = 0
     tail_sentences_dropped: int = 0  # the last batch would have scored a sentence alone (see single_row_tail)
     cache_dir: str = ""  # the tokenised-text cache the rows come from (see simcse_weince.text.token_cache)
     cache_reused: bool = False  # True: the cache was built earlier and only memory-mapped this time
+    cache_bytes: int = 0  # the size of that cache folder on disk
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
+def column_format(path: str | Path) -> str | None:
+    """The column format that a file's name announces (``a.csv``, ``a.JSONL``, ``a.tsv.gz``: see
+    :data:`COLUMN_FORMATS`), or None."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
+        suffixes.pop()
+    return COLUMN_FORMATS.get(suffixes[-1]) if suffixes else None
+
+
+def check_line_format(path: str | Path) -> None:
+    """Refuse a training file named as a column format: read line by line, a SimCSE CSV would train on its
+    header and on quoted pairs. The one place that decides how a file is read: a column reader replaces it.
+
+    Raises:
+        ValueError: names the file and the format.
+    """
+    fmt = column_format(path)
+    if fmt is not None:
+        raise ValueError(
+            f"{path} is named as {fmt}: column formats (.csv, .tsv, .json, .jsonl, .parquet) "
+            "are not read as plain lines (the supervised mode that reads them by column is planned); expected "
+            "UTF-8 text, one sentence per line (e.g. a .txt file)"
+        )
+
+
 def check_text_file(path: str | Path) -> Path:
-    """``path`` as a ``Path`` once it is known to be a plain (not gzip-compressed) file.
+    """``path`` as a ``Path`` once it is known to be a plain (not gzip-compressed) file not named as a column
+    format.
 
     Raises:
         IsADirectoryError: a directory.
         FileNotFoundError: no such file.
-        ValueError: gzip-compressed.
+        ValueError: gzip-compressed, or named as a column format (:func:`check_line_format`).
     """
+    check_line_format(path)
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(
@@ -72,28 +126,32 @@ def iter_sentences(
     stats: TextStats | None = None,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator[str]:
-    """Yield the sentences of a UTF-8 text file, one per line, stripped, blank lines skipped.
+    """Yield the sentences of a UTF-8 text file, one per line (see the module's description), stripped; blank
+    lines and lines of invisible characters only skipped.
 
     The file is read in chunks of about ``chunk_bytes`` cut after a newline, so memory stays flat in the
-    file size; the lines are those of ``str.splitlines`` on the whole decoded file, as before. With
-    ``stats`` the blank lines, a dropped last line, the file and its sentences are counted there and the
-    dropped line is logged; without it the file is only read.
+    file size. With ``stats`` the skipped lines, a dropped last line, the file and its sentences are counted
+    there and the dropped line and the first line break read as a space are logged; without it the file is
+    only read.
 
     Raises:
         FileNotFoundError, IsADirectoryError: see :func:`check_text_file`.
-        ValueError: gzip, invalid UTF-8 (names ``file:line`` and the byte) or no sentence in the file (at the
-            end of the iteration).
+        ValueError: a column format's name, gzip, invalid UTF-8 (names ``file:line`` and the byte) or no
+            sentence in the file (at the end of the iteration).
     """
     path = check_text_file(path)
     counted = TextStats()
     yield from _read_lines(path, 0, path.stat().st_size, drop_unterminated_last_line, chunk_bytes, counted, stats)
     if not counted.sentences:
-        raise ValueError(f"{path}: no sentences (the file is empty or blank); expected one sentence per line")
+        raise ValueError(
+            f"{path}: no sentences: the file is empty, blank or invisible ({counted.blank_lines_skipped} blank "
+            f"lines, {counted.invisible_lines_skipped} of NUL / zero-width characters only); expected UTF-8 text, "
+            "one sentence per line"
+        )
     if stats is not None:
         stats.files.append(str(path))
-        stats.sentences += counted.sentences
-        stats.blank_lines_skipped += counted.blank_lines_skipped
-        stats.unterminated_lines_dropped += counted.unterminated_lines_dropped
+        for name in ("sentences", "blank_lines_skipped", "invisible_lines_skipped", "unterminated_lines_dropped"):
+            setattr(stats, name, getattr(stats, name) + getattr(counted, name))
 
 
 def iter_range_sentences(
@@ -122,9 +180,10 @@ def line_ranges(path: str | Path, target_bytes: int) -> list[tuple[int, int]]:
 def _read_lines(
     path: Path, start: int, stop: int, drop_last: bool, chunk_bytes: int, counted: TextStats, log: TextStats | None
 ) -> Iterator[str]:
-    """The stripped non-blank lines of bytes ``[start, stop)``, counted in ``counted``; the dropped last
-    line is logged when ``log`` is given. Line numbers in errors count from ``start``."""
-    offset, line, rest = start, 1, b""
+    """The sentences of bytes ``[start, stop)`` (:func:`keep_sentences` of its lines), counted in ``counted``;
+    the dropped last line and the file's first line break read as a space are logged when ``log`` is given.
+    Line numbers in errors count from ``start``."""
+    offset, line, rest, warned = start, 1, b"", log is None
     with path.open("rb") as f:
         f.seek(start)
         while True:
@@ -139,16 +198,45 @@ def _read_lines(
                 counted.unterminated_lines_dropped += 1
                 return
             chunk, rest = buf[:cut], buf[cut:]
-            for s in decode_utf8(chunk, path, LAYOUT, offset=offset, line=line).splitlines():
-                s = s.strip()
-                if s:
-                    counted.sentences += 1
-                    yield s
-                else:
-                    counted.blank_lines_skipped += 1
+            text = decode_utf8(chunk, path, LAYOUT, offset=offset, line=line)
+            if "\r" in text:  # CRLF line ends: the CR goes (a character test is much faster than a regex)
+                text = text.replace("\r\n", "\n")
+            if any(c in text for c in BREAKS_IN_LINE):  # rare: the chunk is rewritten only then
+                if not warned:
+                    found = BREAK_IN_LINE.search(text)
+                    char = found.group()
+                    name = BREAK_NAMES.get(char, f"U+{ord(char):04X}")
+                    at = line + text.count("\n", 0, found.start())
+                    logger.warning(
+                        "%s:%d: a %s is read as a space inside the line (lines end at \\n or \\r\\n only); "
+                        "the file may hold more",
+                        path,
+                        at,
+                        name,
+                    )
+                    warned = True
+                text = BREAK_IN_LINE.sub(" ", text)
+            lines = text.split("\n")
+            if not lines[-1]:  # the empty piece after the chunk's final newline (or an empty chunk)
+                lines.pop()
+            yield from keep_sentences(lines, counted)
             offset, line = offset + len(chunk), line + chunk.count(b"\n")
             if not block:
                 return
+
+
+def keep_sentences(lines: Iterable[str | None], counted: TextStats) -> Iterator[str]:
+    """The sentences among ``lines``, stripped of whitespace and :data:`INVISIBLE` characters at both ends;
+    the blank lines (or None) and those of invisible characters only are skipped and counted in ``counted``."""
+    for raw in lines:
+        s = raw.strip(STRIP) if raw else ""
+        if s:
+            counted.sentences += 1
+            yield s
+        elif raw and raw.strip():
+            counted.invisible_lines_skipped += 1
+        else:
+            counted.blank_lines_skipped += 1
 
 
 def read_sentences(
@@ -177,14 +265,19 @@ def check_fast(tokenizer) -> None:
 
 
 def tokenize_batch(texts: Sequence[str | None], tokenizer, max_length: int) -> dict[str, list]:
-    """The training columns of a batch of lines: blank (or missing) ones dropped, the rest stripped.
+    """The training columns of a batch of lines: blank (or missing) ones and those of invisible characters only
+    dropped, the rest stripped (as :func:`keep_sentences`), then the sentences with no known token dropped.
+
+    A sentence has no known token when its ids are all special tokens, ``[UNK]`` included (besides ``[CLS]``
+    and ``[SEP]``: only ``[UNK]``, as emoji for a WordPiece vocabulary, or nothing left by the tokenizer's
+    normalisation, as a control character): such rows would be one and the same sentence to the encoder.
 
     Returns ``input_ids`` (ids truncated to ``max_length``), ``sentence_key`` (:func:`sentence_key` of those
     ids, the duplicate key the loss masks with) and ``truncated`` (whether the sentence had more tokens:
     the fast tokenizer keeps the cut-off tokens in each encoding's ``overflowing``). Fewer rows than
-    ``texts`` come back when some are blank. The function of the cache's batched ``Dataset.map``.
+    ``texts`` come back when some are dropped. The function of the cache's batched ``Dataset.map``.
     """
-    kept = [t.strip() for t in texts if t and t.strip()]
+    kept = [s for t in texts if t and (s := t.strip(STRIP))]
     if not kept:
         return {"input_ids": [], "sentence_key": [], "truncated": []}
     enc = tokenizer(  # no masks: padding makes them per batch; building them costs a fifth of the call
@@ -195,11 +288,16 @@ def tokenize_batch(texts: Sequence[str | None], tokenizer, max_length: int) -> d
         return_attention_mask=False,
         return_token_type_ids=False,
     )
-    ids = enc["input_ids"]
+    ids, encodings = enc["input_ids"], enc.encodings
+    special = set(tokenizer.all_special_ids)  # [UNK] is one of them
+    known = [not special.issuperset(x) for x in ids]
+    if not all(known):
+        ids = [x for x, k in zip(ids, known, strict=True) if k]
+        encodings = [e for e, k in zip(encodings, known, strict=True) if k]
     return {
         "input_ids": ids,
         "sentence_key": [sentence_key(x) for x in ids],
-        "truncated": [bool(e.overflowing) for e in enc.encodings],
+        "truncated": [bool(e.overflowing) for e in encodings],
     }
 
 

@@ -6,12 +6,15 @@ time, cut after a newline) into a ``datasets.Dataset`` (``Dataset.from_dict``) a
 (:func:`~simcse_weince.text.data.tokenize_batch`) into a cache folder of Arrow files, one per part, with
 three columns: ``input_ids`` (int32 lists), ``sentence_key`` (the duplicate key of the loss) and
 ``truncated``; plus ``stats.json`` (what reading the text counted) and ``key.json`` (what the cache is for).
+Sentences with no known token (only ``[UNK]``) are not stored; they are counted, and a corpus left with no
+sentence is an error.
 
 The folder's name is a hash of everything the rows depend on: each file's absolute path, size and
 modification time (and whether its unterminated last line is dropped), the tokenizer's vocabulary and
 pipeline, ``max_length`` and the cache's format version. Anything else changes the name and a new cache is
-built; the old one stays until deleted. A cache is built in a temporary folder and renamed into place, so a
-half-written cache is never read and two builders racing on a shared disk leave one complete copy.
+built; the old one stays until deleted (:func:`list_caches`, :func:`remove_caches`: the command
+``python -m simcse_weince.cli.token_cache [--clear]``). A cache is built in a temporary folder and renamed into
+place, so a half-written cache is never read and two builders racing on a shared disk leave one complete copy.
 
 Memory: the build holds one part's text and a batch of tokens at a time, whatever the file's size; the
 tokens are written batch by batch and read back memory-mapped. A process that only maps the cache adds the
@@ -25,9 +28,11 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
@@ -39,13 +44,15 @@ from simcse_weince.text.data import (
     check_sentences,
     check_text_file,
     iter_range_sentences,
+    keep_sentences,
     line_ranges,
     tokenize_batch,
 )
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1  # bump when the columns or their meaning change: old caches are then ignored
+CACHE_FORMAT = 2  # bump when the columns or their meaning change: old caches are then ignored
+# 2: lines split at \n only; invisible-only lines and sentences with no known token (only [UNK]) skipped
 PART_BYTES = 1 << 25  # text tokenised per part (32 MB, ~250k Wikipedia lines): the build's text in memory
 TOKEN_FEATURES = datasets.Features(
     {
@@ -54,12 +61,22 @@ TOKEN_FEATURES = datasets.Features(
         "truncated": datasets.Value("bool"),
     }
 )
-READ_STATS = ("files", "sentences", "blank_lines_skipped", "unterminated_lines_dropped")
+READ_STATS = (
+    "files",
+    "sentences",
+    "blank_lines_skipped",
+    "invisible_lines_skipped",
+    "unknown_sentences_skipped",
+    "unterminated_lines_dropped",
+)
 # Sentences per tokenizer call, and so rows per Arrow record batch written. Large record batches matter to
 # every reader: opening an IPC stream reads each batch's header and faults in the pages around it, so small
 # batches make every process map much of the file (bench/scaling.py measures it; figures in bench/README.md).
 MAP_BATCH = 10_000
 WRITER_BATCH = 10_000  # rows per record batch when the map writes row by row
+HUB_PART_ROWS = 250_000  # rows of a Hub dataset per part (~ PART_BYTES of Wikipedia lines)
+CACHE_NAME = re.compile(r"[0-9a-f]{24}")  # see cache_folder
+BUILD_NAME = re.compile(r"\.([0-9a-f]{24})\..+")  # the temporary folder of a build (build_cache's mkdtemp)
 
 
 class CacheNotBuiltError(RuntimeError):
@@ -132,6 +149,13 @@ def _range_text(path: Path, start: int, stop: int, drop: bool) -> datasets.Datas
     return datasets.Dataset.from_dict({"text": list(iter_range_sentences(path, start, stop, drop))})
 
 
+def _hub_text(ds: datasets.Dataset, column: str, start: int, stop: int, read: TextStats) -> datasets.Dataset:
+    """Rows ``[start, stop)`` of a Hub dataset's text column as a ``text`` column of sentences; the blank and
+    invisible rows skipped are counted in ``read``."""
+    rows = ds.select_columns([column])[start:stop][column]
+    return datasets.Dataset.from_dict({"text": list(keep_sentences(rows, read))})
+
+
 def _map_tokenize(batch: dict, tokenizer, max_length: int) -> dict:
     (texts,) = batch.values()  # the one text column
     return tokenize_batch(texts, tokenizer, max_length)
@@ -142,18 +166,22 @@ def build_cache(
     parts: Sequence[Callable[[], datasets.Dataset]],
     tokenizer,
     max_length: int,
-    read_stats: dict,
+    read: TextStats,
     key: dict,
     num_proc: int | None = None,
 ) -> None:
     """Tokenise the text of ``parts`` into ``folder``, one Arrow file of tokens per part, in order.
 
-    Each part returns a dataset of one text column; the map tokenises it to ``tokens-<part>.arrow`` and the
-    part's text is released before the next one, so a build holds the text of one part at a time. Everything
-    is written to a temporary sibling of ``folder`` that is renamed into place when complete; if another
-    builder got there first, its copy is kept and this one discarded. ``stats.json`` holds ``read_stats``
-    (what reading counted) over defaults from the map itself: the sentences are the rows it wrote and the
-    blank lines the rows it dropped.
+    Each part returns a dataset of one text column of sentences (blank and invisible lines already skipped and
+    counted in ``read``, by the reading pass or by the part itself); the map tokenises it to
+    ``tokens-<part>.arrow`` and the part's text is released before the next one, so a build holds the text of
+    one part at a time. Everything is written to a temporary sibling of ``folder`` that is renamed into place
+    when complete; if another builder got there first, its copy is kept and this one discarded. ``stats.json``
+    holds the counts of ``read`` and of the map: the sentences are the rows it wrote, the sentences with no
+    known token the rows it dropped.
+
+    Raises:
+        ValueError: no sentence is left (every one has no known token); nothing is written.
     """
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
@@ -183,8 +211,15 @@ def build_cache(
                 truncated + count_truncated(tokens),
             )
             del text, tokens  # released: the next part's text replaces this one's
-        defaults = {"sentences": rows, "blank_lines_skipped": source_rows - rows, "unterminated_lines_dropped": 0}
-        stats = defaults | read_stats | {"rows": rows, "truncated": truncated}
+        if not rows:
+            raise ValueError(
+                f"no usable sentence in {', '.join(read.files)}: {source_rows} sentence(s) read, none with a token "
+                f"known to the tokenizer {getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__} "
+                "(only [UNK], e.g. emoji or a script outside its vocabulary, or nothing once normalised); expected "
+                "text in the tokenizer's language, one sentence per line"
+            )
+        unknown = {"sentences": rows, "unknown_sentences_skipped": source_rows - rows}
+        stats = {n: getattr(read, n) for n in READ_STATS} | unknown | {"rows": rows, "truncated": truncated}
         (tmp / "stats.json").write_text(json.dumps(stats, indent=1), encoding="utf-8")
         (tmp / "key.json").write_text(json.dumps(key, indent=1), encoding="utf-8")
         tmp.chmod(0o755)  # mkdtemp's folder is private; the cache is for every process and user
@@ -221,10 +256,15 @@ def _open(folder: Path, stats: TextStats, max_rows: int | None, reused: bool) ->
     """The cache's rows (see :func:`finish`), with its saved reading counts copied into ``stats``."""
     ds, saved = load_cache(folder)
     for name in READ_STATS:
-        setattr(stats, name, saved[name])
-    stats.cache_dir, stats.cache_reused = str(folder), reused
+        setattr(stats, name, saved.get(name, 0))
+    stats.cache_dir, stats.cache_reused, stats.cache_bytes = str(folder), reused, folder_bytes(folder)
     if reused:
-        logger.info("reusing the tokenised training text in %s (%d sentences)", folder, len(ds))
+        logger.info(
+            "reusing the tokenised training text in %s (%d sentences, %s)",
+            folder,
+            len(ds),
+            format_bytes(stats.cache_bytes),
+        )
     return finish(ds, stats, max_rows)
 
 
@@ -275,7 +315,8 @@ def prepare_text_files(
         for p, drop in checked
         for start, stop in line_ranges(p, PART_BYTES)
     ]
-    build_cache(folder, parts, tokenizer, max_length, {n: getattr(read, n) for n in READ_STATS}, key, num_proc)
+    build_cache(folder, parts, tokenizer, max_length, read, key, num_proc)
+    log_cache_root(root)
     return _open(folder, stats, max_rows, reused=False)
 
 
@@ -308,6 +349,97 @@ def prepare_hub_text(  # pragma: no cover - needs the Hub
         if not build:
             raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
         root.mkdir(parents=True, exist_ok=True)
-        read = {"files": [f"hub:{name}/{data_file}"]}
-        build_cache(folder, [lambda: ds.select_columns([column])], tokenizer, max_length, read, key, num_proc)
+        read = TextStats(files=[f"hub:{name}/{data_file}"])
+        parts = [
+            functools.partial(_hub_text, ds, column, start, min(start + HUB_PART_ROWS, len(ds)), read)
+            for start in range(0, len(ds), HUB_PART_ROWS)
+        ]
+        build_cache(folder, parts, tokenizer, max_length, read, key, num_proc)
+        log_cache_root(root)
     return _open(folder, stats, max_rows, reused)
+
+
+# ---- what the caches hold on disk, and removing them ---------------------------------------------------------
+@dataclass
+class CacheInfo:
+    """One folder of a cache root: a cache, or the leftover of an interrupted (or running) build."""
+
+    folder: Path
+    bytes: int
+    complete: bool  # False: a build's temporary folder, or a cache folder without its tokens
+    key: dict  # key.json ({} when missing)
+    stats: dict  # stats.json ({} when missing)
+
+    @property
+    def current(self) -> bool:
+        """Whether this version of the package reads it (its format is :data:`CACHE_FORMAT`)."""
+        return self.complete and self.key.get("format") == CACHE_FORMAT
+
+
+def folder_bytes(folder: Path) -> int:
+    """The size of the files under ``folder`` (links not followed)."""
+    total = 0
+    for dirpath, _, names in os.walk(folder):
+        for n in names:
+            try:
+                total += os.lstat(os.path.join(dirpath, n)).st_size
+            except OSError:  # removed meanwhile
+                pass
+    return total
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes in decimal units: ``"512 B"``, ``"1.2 MB"``, ``"3.4 GB"``."""
+    if n < 1000:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("kB", "MB", "GB"):
+        size /= 1000
+        if size < 1000:
+            return f"{size:.1f} {unit}"
+    return f"{size / 1000:.1f} TB"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def list_caches(root: str | Path) -> list[CacheInfo]:
+    """The caches in ``root`` (and leftovers of builds), oldest first. Only folders named as a cache or as a
+    build's temporary folder count: anything else in ``root`` is not listed (nor removed)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.iterdir():
+        if not p.is_dir() or p.is_symlink():
+            continue
+        if CACHE_NAME.fullmatch(p.name):
+            found.append(CacheInfo(p, folder_bytes(p), is_complete(p), _read_json(p / "key.json"),
+                                   _read_json(p / "stats.json")))  # fmt: skip
+        elif BUILD_NAME.fullmatch(p.name):
+            found.append(CacheInfo(p, folder_bytes(p), False, {}, {}))
+    return sorted(found, key=lambda c: (c.folder.stat().st_mtime, c.folder.name))
+
+
+def remove_caches(caches: Sequence[CacheInfo]) -> int:
+    """Delete the folders of ``caches`` (from :func:`list_caches`); returns the bytes they held. A run that has
+    a cache memory-mapped keeps reading it (the files go when it ends); one building a cache now fails."""
+    for c in caches:
+        shutil.rmtree(c.folder, ignore_errors=True)
+    return sum(c.bytes for c in caches)
+
+
+def log_cache_root(root: Path) -> None:
+    """Log how many caches ``root`` holds and their size, and how to list or remove them."""
+    caches = list_caches(root)
+    logger.info(
+        "token caches in %s: %d, %s in all (list them, or remove them with --clear: "
+        "python -m simcse_weince.cli.token_cache)",
+        root,
+        len(caches),
+        format_bytes(sum(c.bytes for c in caches)),
+    )

@@ -8,6 +8,8 @@ import signal
 import threading
 from typing import Any
 
+import torch
+import torch.distributed as dist
 from transformers import TrainerCallback
 
 logger = logging.getLogger(__name__)
@@ -34,10 +36,20 @@ class SaveAndStopOnSigterm(TrainerCallback):
             self._previous = signal.signal(signal.SIGTERM, self._handle)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.received is not None:
+        if self.any_process_received(args.device):
             control.should_save = True
             control.should_training_stop = True
         return control
+
+    def any_process_received(self, device) -> bool:
+        """Whether this process or any other got the signal: all processes save and stop at the same step (a
+        checkpoint save is collective), whichever of them the signal reached first."""
+        received = self.received is not None
+        if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+            return received
+        flag = torch.tensor([float(received)], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # one scalar per step, only in multi-process runs
+        return bool(flag.item())
 
     def on_train_end(self, args, state, control, **kwargs):
         self.restore()

@@ -15,7 +15,7 @@ from typing import Literal, get_args
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
@@ -74,7 +74,13 @@ class ZipImageFolder(Dataset):
             with Image.open(io.BytesIO(self._zip.read(name))) as img:
                 return img.convert("RGB")
         except Exception as err:  # PIL and zlib raise many types for a broken member
-            raise ValueError(f"{self.zip_path}: cannot decode member {name!r}: {err}") from err
+            # PIL's own message names an anonymous BytesIO object, not the member
+            reason = "not a format PIL can read" if isinstance(err, UnidentifiedImageError) else str(err)
+            reason = " ".join(reason.split()) or type(err).__name__
+            raise ValueError(
+                f"{self.zip_path}: cannot decode member {name!r} ({reason}); "
+                f"expected an image file ({', '.join(IMAGE_SUFFIXES)})"
+            ) from err
 
     def __getitem__(self, i: int):
         img = self.load(i)

@@ -92,7 +92,9 @@ def test_alignment_and_uniformity_closed_forms() -> None:
 
 
 @pytest.mark.slow
-def test_command_on_tiny_text_model(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path) -> None:
+def test_command_on_tiny_text_model(
+    tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, caplog
+) -> None:
     from simcse_weince.cli.diagnose import run
 
     out = tmp_path / "diag"
@@ -113,6 +115,10 @@ def test_command_on_tiny_text_model(tiny_bert_weights_dir: Path, shared_data: Pa
     for name in ("tail_gpd.png", "threshold_stability.png", "lambda_hist.png", "link_loglik.png"):
         assert (out / name).stat().st_size > 5000, name
     assert report["pot"]["xi"] == saved["pot"]["xi"]
+    # no run_config.yaml beside the tiny model: said in the report, the log and the printed summary
+    assert saved["weince_loss_settings_from"] == "defaults"
+    assert any(r.levelname == "WARNING" and "no run_config.yaml" in r.getMessage() for r in caplog.records)
+    assert "  warning: no run_config.yaml beside the model" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -129,3 +135,28 @@ def test_command_with_stsb_pair_positives(tiny_bert_weights_dir: Path, shared_da
     assert report["positives"] == "stsb" and report["batches"] == 3
     assert report["positive_rank"]["top1"] < 0.99  # a random encoder does not rank paraphrases first
     assert report["link"]["identifiable"] is True
+
+
+def _summary_of(settings_from: str) -> str:
+    from simcse_weince.cli.diagnose import summary_text
+
+    report = {
+        "model": "m", "kind": "text", "batches": 2, "batch_size": 4, "negative_scores": 24,
+        "pot": {"q": 0.99, "xi": -0.3, "xi_ci": [-0.4, -0.2], "sigma": 0.05, "endpoint": 0.9},
+        "link": {"lam": 0.1, "beta": 1.0, "tau": 0.05, "heldout_gain": 0.0, "identifiable": True},
+        "lambda_all_batches": {"mean": 0.2, "frac_gt_half": 0.1},
+        "positive_rank": {"top1": 0.5}, "geometry": {"alignment": 0.5, "uniformity": -2.0},
+        "plots": {"tail": "out/tail_gpd.png"}, "seconds": 1.0, "weince_loss_settings_from": settings_from,
+    }  # fmt: skip
+    return summary_text(report)
+
+
+def test_summary_says_when_the_weince_settings_are_the_defaults() -> None:
+    lines = _summary_of("defaults").splitlines()
+    warnings = [line for line in lines if "warning:" in line]
+    assert len(warnings) == 1 and "no run_config.yaml beside the model" in warnings[0]
+    assert "default loss settings;" in warnings[0]
+    flagged = _summary_of("defaults + flags ['beta_mode']")
+    assert "default loss settings and the flags ['beta_mode'];" in flagged
+    saved = _summary_of("runs/x/run_config.yaml").splitlines()
+    assert "  WEINCE settings: runs/x/run_config.yaml" in saved and not any("warning" in line for line in saved)

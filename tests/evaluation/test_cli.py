@@ -25,6 +25,7 @@ def test_cli_on_plain_hf_encoder(tiny_bert_weights_dir: Path, shared_data: Path,
     assert report["sts"]["STSBenchmark"]["num_pairs"] == 1500 and report["sts"]["SICKRelatedness"]["num_pairs"] == 500
     assert (out / "eval_dev.md").read_text().startswith("Model:")
     assert report["seconds"] > 0
+    assert report["complete"] is True and report["missing_tasks"] == []
 
 
 def test_cli_rejects_bad_options(tiny_bert_weights_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -61,3 +62,85 @@ def test_cli_classifier_engine_reaches_the_classifiers_and_graph_needs_cuda(
     assert main(argv) == 0
     assert seen == ["static", "static"]  # the penalty search and the refit
     assert json.loads((tmp_path / "eval_fast.json").read_text())["transfer"]["TREC"]["test_acc"] > 0
+
+
+def _two_models_named_model(weights: Path, root: Path) -> None:
+    """The same tiny encoder saved as ``root/runA/model`` and ``root/runB/model``: two models, one last name."""
+    import shutil
+
+    for run in ("runA", "runB"):
+        shutil.copytree(weights, root / run / "model")
+
+
+def test_cli_reports_of_two_models_named_model_do_not_collide(
+    tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch
+) -> None:
+    _two_models_named_model(tiny_bert_weights_dir, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    data = shared_data / "senteval" / "downstream"
+
+    def evaluate(model: str, *extra: str) -> int:
+        options = argv(model=model, pooler="avg", tasks="SICKR", mode="dev", data_dir=data, device="cpu")
+        return main([*options, "--no_progress", *extra])
+
+    assert evaluate("runA/model") == 0 and evaluate("runB/model") == 0
+    reports = {run: tmp_path / "eval_results" / f"{run}__model" / "eval_dev.json" for run in ("runA", "runB")}
+    for run, js in reports.items():
+        saved = json.loads(js.read_text())
+        assert saved["model"] == f"{run}/model" and saved["model_id"] == str((tmp_path / run / "model").resolve())
+        assert saved["complete"] is True and saved["missing_tasks"] == []
+        assert js.with_suffix(".md").read_text().startswith(f"Model: `{run}/model`")
+    assert not (tmp_path / "eval_results" / "model").exists()
+    capsys.readouterr()
+    # the same model again, spelt differently, replaces its own report
+    assert evaluate(str(tmp_path / "runA" / "model") + "/") == 0
+    assert json.loads(reports["runA"].read_text())["model"].endswith("runA/model/")
+    # another model's report is not replaced without --overwrite; the refusal comes before the model loads
+    before = reports["runA"].read_text()
+    capsys.readouterr()
+    assert evaluate("runB/model", "--output_dir", str(reports["runA"].parent)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {reports['runA']} is the report of another model") and err.count("\n") == 1
+    assert "--overwrite" in err and reports["runA"].read_text() == before
+    assert evaluate("runB/model", "--output_dir", str(reports["runA"].parent), "--overwrite") == 0
+    assert json.loads(reports["runA"].read_text())["model"] == "runB/model"
+
+
+def test_cli_interrupted_evaluation_ends_in_one_line_and_leaves_a_partial_report(
+    tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch
+) -> None:
+    import simcse_weince.evaluation.runner as runner
+
+    out = tmp_path / "ev"
+    js, md = out / "eval_fast.json", out / "eval_fast.md"
+    on_disk_before_first_task = []
+    real_sts = runner.evaluate_sts
+
+    def sts_seeing_the_saved_report(*args, **kwargs):
+        on_disk_before_first_task.append(json.loads(js.read_text()) if js.exists() else None)  # what a kill leaves
+        return real_sts(*args, **kwargs)
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C in the transfer phase, after the first task
+
+    monkeypatch.setattr(runner, "evaluate_sts", sts_seeing_the_saved_report)
+    monkeypatch.setattr(runner, "evaluate_transfer", ctrl_c)
+    data = shared_data / "senteval" / "downstream"
+    options = argv(
+        model=tiny_bert_weights_dir, pooler="avg", tasks="SICKR,TREC,MPQA", mode="fast", data_dir=data,
+        output_dir=out, device="cpu",
+    )  # fmt: skip
+    assert main([*options, "--no_progress"]) == 130
+    err = capsys.readouterr().err
+    lines = [line for line in err.split("\n") if line and "\r" not in line]  # not transformers' "Loading weights" bar
+    assert len(lines) == 1 and "Traceback" not in err, err  # one line, no traceback
+    err = lines[0]
+    assert err.startswith(f"stopped: interrupted (Ctrl-C) during TREC: partial report in {js} and eval_fast.md")
+    assert "(1 of 3 tasks done; missing TREC, MPQA)" in err
+    assert on_disk_before_first_task[0] is not None and on_disk_before_first_task[0]["complete"] is False
+    assert on_disk_before_first_task[0]["missing_tasks"] == ["SICKRelatedness", "TREC", "MPQA"]
+    saved = json.loads(js.read_text())
+    assert saved["complete"] is False and saved["missing_tasks"] == ["TREC", "MPQA"]
+    assert list(saved["sts"]) == ["SICKRelatedness"] and saved["transfer"] == {}
+    assert "**Partial report**: 1 of 3 tasks done, missing TREC, MPQA" in md.read_text()
+    assert not list(out.glob(".*.tmp"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 import struct
 from pathlib import Path
 
@@ -13,13 +14,16 @@ import torch
 from transformers import AutoTokenizer
 
 from simcse_weince.losses.duplicates import sentence_key
+from simcse_weince.text.arguments import DataArguments
 from simcse_weince.text.data import (
     SimCSECollator,
     TextStats,
+    column_format,
     iter_sentences,
     read_sentences,
     tokenize_batch,
 )
+from tests.helpers import argv
 
 
 def test_blank_lines_skipped_and_counted(tmp_path: Path) -> None:
@@ -67,19 +71,96 @@ def test_real_wiki_sample(wiki_sample: Path) -> None:
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 7, 64, 1 << 22])
-def test_streaming_reader_equals_whole_file_splitlines(tmp_path: Path, chunk_bytes: int) -> None:
-    # CRLF, a lone CR, Unicode line breaks, a BOM, blank lines and a multi-byte character on every chunk
-    # boundary: the chunked reader gives exactly the lines of splitlines() on the decoded file.
+def test_streaming_reader_splits_at_newlines_only(tmp_path: Path, chunk_bytes: int) -> None:
+    # CRLF, a lone CR, a Unicode line break, a BOM, blank lines and a multi-byte character on every chunk
+    # boundary: lines end at \n (a CRLF's CR is stripped); a lone CR or U+2028 is a space inside the line.
     text = "\ufeffé first\r\nsecond\u2028third\n\n  \r\nfourth\rfifth \u00e9\u4e2d\nlast, unterminated"
     f = tmp_path / "mixed.txt"
     f.write_bytes(text.encode("utf-8"))
-    expected = [s.strip() for s in text.encode("utf-8").decode("utf-8-sig").splitlines() if s.strip()]
+    expected = ["é first", "second third", "fourth fifth \u00e9\u4e2d", "last, unterminated"]
     stats = TextStats()
     assert list(iter_sentences(f, stats=stats, chunk_bytes=chunk_bytes)) == expected
-    assert stats.sentences == len(expected) == 6 and stats.blank_lines_skipped == 2
+    assert stats.sentences == 4 and stats.blank_lines_skipped == 2
     stats = TextStats()
     assert list(iter_sentences(f, True, stats, chunk_bytes=chunk_bytes)) == expected[:-1]
     assert stats.unterminated_lines_dropped == 1
+
+
+@pytest.mark.parametrize("chunk_bytes", [3, 1 << 22])
+def test_other_line_breaks_keep_the_line_count(
+    tmp_path: Path, chunk_bytes: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # every break of str.splitlines other than \n, inside the lines of a CRLF file: one sentence per line,
+    # the break read as a space (a form feed would otherwise join two words for a WordPiece tokenizer)
+    breaks = ["\u2028", "\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2029", "\r"]
+    lines = [f"line {i} left{b}right" for i, b in enumerate(breaks * 30)]
+    f = tmp_path / "breaks.txt"
+    f.write_bytes("\r\n".join(["plain first line", *lines]).encode("utf-8") + b"\r\n")
+    stats = TextStats()
+    with caplog.at_level("WARNING", logger="simcse_weince.text.data"):
+        got = read_sentences(f, stats=stats)
+    assert len(got) == stats.sentences == 1 + len(lines) == 271
+    assert got[1:] == [f"line {i} left right" for i in range(len(lines))]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "breaks.txt:2: a U+2028 is read as a space" in warnings[0]  # once per file
+
+
+def test_invisible_lines_skipped_and_counted(tmp_path: Path) -> None:
+    f = tmp_path / "mixed.txt"
+    f.write_text(
+        "hello\n\x00\n\u200b\u200c\u200d\n  \n\u2060 \ufeff\x00\n\ufeffworld\u200b\nzero\u200bwidth inside\n",
+        encoding="utf-8",
+    )
+    stats = TextStats()
+    assert read_sentences(f, stats=stats) == ["hello", "world", "zero\u200bwidth inside"]
+    assert (stats.sentences, stats.blank_lines_skipped, stats.invisible_lines_skipped) == (3, 1, 3)
+
+
+@pytest.mark.parametrize("content", ["\x00\n\x00\x00\n", "\u200b\n\u200c\u200d\n\u2060\ufeff\n\n"])
+def test_a_file_of_invisible_characters_only_is_an_error(tmp_path: Path, content: str) -> None:
+    f = tmp_path / "invisible.txt"
+    f.write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"invisible\.txt: no sentences: .* of NUL / zero-width characters only"):
+        read_sentences(f)
+
+
+COLUMN_FILES = ["pairs.csv", "PAIRS.CSV", "a.tsv", "a.json", "a.jsonl", "a.Parquet", "a.csv.gz", "a.jsonl.bz2"]
+
+
+@pytest.mark.parametrize("name", COLUMN_FILES)
+def test_column_formats_are_refused_by_name(tmp_path: Path, name: str) -> None:
+    f = tmp_path / name
+    f.write_text('sent0,sent1\n"A man sleeps.","Someone is asleep."\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{re.escape(name)} is named as .*not read as plain lines"):
+        read_sentences(f)
+    with pytest.raises(ValueError, match="not read as plain lines"):
+        DataArguments(train_files=["a.txt", f"{{data}}/{name}"])  # refused when the config is parsed
+
+
+@pytest.mark.parametrize("name", ["a.txt", "wiki1m_for_simcse.head1280000bytes.txt", "a.csv.txt", "csv", "a.text"])
+def test_other_names_are_read_as_lines(tmp_path: Path, name: str) -> None:
+    assert column_format(name) is None
+    (tmp_path / name).write_text("one\ntwo\n", encoding="utf-8")
+    assert read_sentences(tmp_path / name) == ["one", "two"]
+
+
+def test_training_refuses_a_csv_in_one_line_before_the_tokenizer_loads(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from simcse_weince.cli import train_text
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the tokenizer was loaded")
+
+    monkeypatch.setattr(train_text.AutoTokenizer, "from_pretrained", no_loading)
+    f = tmp_path / "nli_for_simcse.csv"
+    f.write_text("sent0,sent1,hard_neg\na,b,c\n", encoding="utf-8")
+    cmd = argv(model_name_or_path=tiny_bert_dir, init_from_config=True, train_files=f, output_dir=tmp_path / "out")
+    assert train_text.main(cmd) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+    assert f"{f} is named as CSV" in err and "supervised mode" in err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("target", [1, 10, 100_000, 10**7])
@@ -133,6 +214,17 @@ def test_tokenize_batch_matches_the_in_memory_path(tiny_bert_dir: Path, wiki_sam
     assert cols["input_ids"] == ids
     assert sum(cols["truncated"]) == truncated > 50  # the sample has long sentences
     assert cols["sentence_key"] == [sentence_key(x) for x in ids]
+
+
+def test_sentences_without_a_known_token_are_dropped(tiny_bert_dir: Path) -> None:
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    emoji = ["\U0001f600 \U0001f389", "\U0001f600"]
+    texts = [emoji[0], "a cat", "\x01", "\u0301", "\u200b", "[UNK] [UNK]", "hello \U0001f600", emoji[1]]
+    cols = tokenize_batch(texts, tok, 16)  # emoji are [UNK]; a control character and a lone accent vanish
+    assert cols["input_ids"] == tok(["a cat", "hello \U0001f600"])["input_ids"]
+    assert tok.unk_token_id in cols["input_ids"][1]  # a sentence with a known token keeps its [UNK]
+    assert len(cols["sentence_key"]) == len(cols["truncated"]) == 2
+    assert tokenize_batch(["\U0001f600"] * 3, tok, 16) == {"input_ids": [], "sentence_key": [], "truncated": []}
 
 
 def test_truncation_counted(tiny_bert_dir: Path) -> None:

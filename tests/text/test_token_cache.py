@@ -150,7 +150,8 @@ def test_parts_of_a_file_give_the_rows_of_one_part(
     parts, parts_stats = prepare([(wiki_sample, True)], tok, tmp_path / "parts")
     assert len(parts.cache_files) == 13 and len(whole.cache_files) == 1
     assert parts["input_ids"][:] == whole["input_ids"][:]
-    assert {**parts_stats.to_dict(), "cache_dir": ""} == {**whole_stats.to_dict(), "cache_dir": ""}
+    where = {"cache_dir": "", "cache_bytes": 0}  # 13 Arrow files take more room than one
+    assert {**parts_stats.to_dict(), **where} == {**whole_stats.to_dict(), **where}
     assert [p.name for p in (tmp_path / "parts" / "cache").iterdir()] == [Path(parts_stats.cache_dir).name]
 
 
@@ -161,3 +162,80 @@ def test_a_part_of_blank_lines_only(tmp_path: Path, tok, monkeypatch: pytest.Mon
     ds, stats = prepare([(f, False)], tok, tmp_path)
     assert len(ds.cache_files) == 2 and (stats.sentences, stats.blank_lines_skipped) == (2, 100)
     assert ds["input_ids"][:] == tok(["first sentence", "last sentence"], truncation=True, max_length=16)["input_ids"]
+
+
+UNUSABLE = {  # file content -> what the error says
+    "nul": ("\x00\n\x00\x00\n \x00 \n", r"nul\.txt: no sentences: .* of NUL / zero-width characters only"),
+    "zero-width": ("\u200b\n\u200c\u200d\n\ufeff\u2060\n", r"zero-width\.txt: no sentences"),
+    "emoji": ("\U0001f600\n\U0001f389 \U0001f600\n\U0001f44d\n", r"no usable sentence in \S*emoji\.txt: 300 sentence"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNUSABLE))
+def test_a_file_without_a_usable_sentence_is_an_error(kind: str, tok, tmp_path: Path) -> None:
+    content, message = UNUSABLE[kind]
+    f = tmp_path / f"{kind}.txt"
+    f.write_text(content * 100, encoding="utf-8")
+    with pytest.raises(ValueError, match=message) as err:
+        prepare([(f, False)], tok, tmp_path)
+    assert "expected" in str(err.value)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())  # no cache, no temporary
+
+
+@pytest.fixture
+def mixed_file(wiki_sample: Path, tmp_path: Path) -> Path:
+    """5 real sentences, a blank line, 2 invisible lines, 3 sentences without a known token and one with a line
+    separator inside."""
+    real = wiki_sample.read_text(encoding="utf-8").splitlines()[:5]
+    odd = ["", "\x00", "\u200b\u200d", "\U0001f600", "\U0001f600 \U0001f389", "\x01", "two\u2028words"]
+    f = tmp_path / "mixed.txt"
+    f.write_text("\n".join([*real, *odd]) + "\n", encoding="utf-8")
+    return f
+
+
+def test_a_mixed_file_reports_what_it_skipped(mixed_file: Path, tok, tmp_path: Path, caplog) -> None:
+    from simcse_weince.text.corpus import log_corpus
+
+    with caplog.at_level("INFO"):
+        ds, stats = prepare([(mixed_file, False)], tok, tmp_path)
+        log_corpus(ds, stats, 16)
+    counts = (
+        stats.sentences,
+        stats.blank_lines_skipped,
+        stats.invisible_lines_skipped,
+        stats.unknown_sentences_skipped,
+    )
+    assert (*counts, len(ds)) == (6, 1, 2, 3, 6)
+    assert ds["input_ids"][-1] == tok("two words")["input_ids"]
+    folder = Path(stats.cache_dir)
+    assert stats.cache_bytes == sum(p.stat().st_size for p in folder.iterdir()) > 0
+    text = stats.to_dict()  # results.json's "text" section
+    assert text["invisible_lines_skipped"] == 2 and text["unknown_sentences_skipped"] == 3
+    assert text["cache_bytes"] == stats.cache_bytes
+    info = [r.getMessage() for r in caplog.records]
+    assert any(
+        "6 sentences from" in m and "1 blank lines, 2 lines of invisible characters only" in m
+        and "3 sentences with no known token skipped" in m and f"cache {folder} (built, " in m
+        for m in info
+    ), info  # fmt: skip
+    assert any("skipped 3 sentence(s) with no token known to the tokenizer" in m for m in info)
+    assert any(f"token caches in {folder.parent}: 1," in m for m in info)  # where they are, how to remove them
+    _, again = prepare([(mixed_file, False)], tok, tmp_path)
+    assert again.cache_reused and {**again.to_dict(), "cache_reused": False} == stats.to_dict()
+
+
+def test_an_unusable_file_among_others_is_counted(mixed_file: Path, tok, tmp_path: Path) -> None:
+    emoji = tmp_path / "emoji.txt"
+    emoji.write_text("\U0001f600\n" * 10, encoding="utf-8")
+    ds, stats = prepare([(emoji, False), (mixed_file, False)], tok, tmp_path)
+    assert (len(ds), stats.unknown_sentences_skipped, stats.files) == (6, 13, [str(emoji), str(mixed_file)])
+
+
+def test_hub_text_is_read_and_counted_as_a_file(mixed_file: Path, tok, tmp_path: Path) -> None:
+    # the Hub path, through the datasets "text" builder on a local file (offline)
+    file_ds, file_stats = prepare([(mixed_file, False)], tok, tmp_path)
+    hub_stats = TextStats()
+    hub_ds = token_cache.prepare_hub_text("text", str(mixed_file), tok, 16, hub_stats, cache_root=tmp_path / "hub")
+    assert hub_ds["input_ids"][:] == file_ds["input_ids"][:]
+    same = ("sentences", "blank_lines_skipped", "invisible_lines_skipped", "unknown_sentences_skipped")
+    assert {k: getattr(hub_stats, k) for k in same} == {k: getattr(file_stats, k) for k in same}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,46 @@ def test_invalid_yaml_value_names_the_file_and_value(groups, key, value, message
     assert text.startswith(f"{cfg}: ") and message in text and "\n" not in text
 
 
-def test_invalid_choice_on_the_command_line_is_refused_by_argparse(tmp_path: Path, capsys) -> None:
-    with pytest.raises(SystemExit) as err:
+@pytest.mark.parametrize(("groups", "key", "value", "message"), INVALID, ids=lambda x: str(x)[:30])
+def test_invalid_flag_value_names_the_command_line_and_flag(groups, key, value, message, tmp_path: Path) -> None:
+    cfg = tmp_path / "ok.yaml"
+    cfg.write_text("learning_rate: 1.0e-4\n")
+    with pytest.raises(ConfigError) as err:
+        parse_config(groups, [str(cfg), "--output_dir", str(tmp_path), f"--{key}", str(value)])
+    text = str(err.value)
+    assert text.startswith(f"command line: --{key} {value}: ") and "\n" not in text, text
+    assert message in text or "invalid choice" in text  # choices are argparse's on the command line
+
+
+def test_invalid_choice_on_the_command_line_is_one_error_line(tmp_path: Path, capsys) -> None:
+    with pytest.raises(ConfigError) as err:
         parse_config(TEXT, ["--beta_mode", "mle", "--output_dir", str(tmp_path)])
-    assert err.value.code == 2
-    assert "invalid choice: 'mle'" in capsys.readouterr().err
+    assert str(err.value) == "command line: --beta_mode mle: invalid choice: 'mle' (choose from 'unit', 'ols', 'hill')"
+    assert capsys.readouterr().err == ""  # no argparse usage text
+
+
+@pytest.mark.parametrize("training", [SimCSETrainingArguments, SimCLRTrainingArguments])
+def test_a_schedule_that_trains_nothing_is_refused(training, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"max_steps must be > 0, or -1 to train for num_train_epochs \(> 0\); got 0"):
+        training(output_dir=str(tmp_path), max_steps=0)  # the Trainer would run 1 step
+    with pytest.raises(ValueError, match=r"max_steps must be > 0, or -1 .*; got -2"):
+        training(output_dir=str(tmp_path), max_steps=-2)
+    with pytest.raises(ValueError, match=r"num_train_epochs must be > 0 when max_steps is -1 .*; got 0"):
+        training(output_dir=str(tmp_path), num_train_epochs=0)  # would export the untrained model as trained
+    assert training(output_dir=str(tmp_path), max_steps=3, num_train_epochs=0).max_steps == 3
+    assert training(output_dir=str(tmp_path), num_train_epochs=0.5).num_train_epochs == 0.5
+
+
+def test_output_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    file = tmp_path / "f.txt"
+    file.write_text("x")
+    with pytest.raises(ValueError, match=re.escape(f"output_dir {file} is a file; expected a folder")):
+        SimCSETrainingArguments(output_dir=str(file))
+    with pytest.raises(ValueError, match=re.escape(f"output_dir {file}/a/b lies under {file}, a file; expected a")):
+        SimCSETrainingArguments(output_dir=str(tmp_path / "f.txt" / "a" / "b"))
+    for folder in (tmp_path, tmp_path / "new" / "run"):  # an existing folder, or one to be created
+        assert SimCLRTrainingArguments(output_dir=str(folder)).output_dir == str(folder)
+    assert not (tmp_path / "new").exists()  # checked, not created
 
 
 def test_infonce_still_checks_the_weince_knobs() -> None:

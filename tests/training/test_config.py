@@ -11,7 +11,7 @@ import yaml
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
 from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
 from simcse_weince.training.arguments import LossArguments
-from simcse_weince.training.config import parse_config, save_run_info
+from simcse_weince.training.config import ConfigError, parse_config, save_run_info
 
 GROUPS = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +39,98 @@ def test_unknown_cli_flag_is_an_error(tmp_path: Path) -> None:
         parse_config(GROUPS, ["--learning_rat", "3", "--output_dir", str(tmp_path)])  # no abbreviations
     with pytest.raises(ValueError, match="no_such_flag"):
         parse_config(GROUPS, ["--no_such_flag", "3", "--output_dir", str(tmp_path)])
+
+
+def _error(argv: list[str]) -> str:
+    with pytest.raises(ConfigError) as err:
+        parse_config(GROUPS, argv)
+    text = str(err.value)
+    assert "\n" not in text and "usage:" not in text
+    return text
+
+
+def test_unknown_flag_after_a_yaml_file_names_the_command_line(tmp_path: Path, capsys) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("learning_rate: 1.0e-4\n")
+    flags = ["--learning_rat", "3", "--output_dir", str(tmp_path)]
+    assert _error([str(cfg), *flags]) == (
+        "command line: unknown flag --learning_rat (did you mean --learning_rate?); see --help"
+    )
+    assert _error([str(cfg), "--no_such_flag=3", "--learning_rat", "3"]).startswith(
+        "command line: unknown flags --no_such_flag, --learning_rat (did you mean --learning_rate?)"
+    )
+    assert _error(["--output_dir", str(tmp_path), str(cfg)]) == (
+        f"command line: unexpected argument '{cfg}' (the YAML config file must come first)"
+    )
+    assert capsys.readouterr().err == ""  # no argparse usage text
+
+
+# (YAML text, command-line flags, the error's start: the true source, {cfg} standing for the YAML file)
+SOURCES = [
+    ("temperature: 0.05\n", ["--temperature", "-0.05"], "command line: --temperature -0.05: temperature must be > 0"),
+    ("temperature: 0\n", ["--temperature", "-1"], "command line: --temperature -1: temperature must be > 0, got -1"),
+    ("temperature: -0.05\n", ["--q", "0.3"], "{cfg}: temperature must be > 0, got -0.05"),
+    ("temperature: 0\nq: 2\n", ["--q", "0.3"], "{cfg}: temperature must be > 0, got 0"),
+    ("beta_mode: ols\n", ["--beta_mode", "mle"], "command line: --beta_mode mle: invalid choice: 'mle'"),
+    ("beta_mode: mle\n", ["--q", "0.3"], "{cfg}: beta_mode must be one of unit, ols, hill; got 'mle'"),
+    ("max_steps: ten\n", [], "{cfg}: max_steps: invalid int value: 'ten'"),
+    ("max_steps: 5\n", ["--max_steps", "ten"], "command line: --max_steps ten: invalid int value: 'ten'"),
+    ("max_steps: 5\n", ["--max_steps", "0"], "command line: --max_steps 0: max_steps must be > 0, or -1"),
+    ("max_steps: 0\n", ["--learning_rate", "1e-5"], "{cfg}: max_steps must be > 0, or -1"),
+    ("eval_strategy: bogus\n", ["--learning_rate", "1e-5"], "{cfg}: eval_strategy: bogus is not a valid"),
+    ("", ["--learning_rate"], "command line: --learning_rate: expected one argument"),
+    (
+        "gradient_cache_chunk_size: 4\n",
+        ["--ddp_static_graph", "true", "--learning_rate", "1e-5"],
+        "command line: --ddp_static_graph true: gradient_cache_chunk_size does not work with ddp_static_graph",
+    ),
+    (
+        "learning_rate: 1.0e-4\n",
+        ["--gradient_cache_chunk_size", "4", "--learning_rate", "1e-5", "--ddp_static_graph", "true"],
+        "command line: --ddp_static_graph true --gradient_cache_chunk_size 4: gradient_cache_chunk_size does not",
+    ),
+    (
+        "config_overrides: num_hidden_layers=2\n",
+        ["--config_overrides", "layers"],
+        "command line: --config_overrides layers: config_overrides: expected 'key=value' items",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "flags", "start"), SOURCES, ids=lambda x: str(x)[:40])
+def test_errors_name_their_true_source(text: str, flags: list[str], start: str, tmp_path: Path) -> None:
+    """A value from the command line is blamed on its flag, one from the YAML file on the file (and its key
+    when the message does not name it), whichever check or parser finds it."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    message = _error([str(cfg), "--output_dir", str(tmp_path / "out"), *flags])
+    assert message.startswith(start.replace("{cfg}", str(cfg))), message
+
+
+def test_command_line_fixes_a_bad_yaml_value(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("temperature: 0\nmax_steps: ten\n")
+    _, _, loss, t = parse_config(GROUPS, [str(cfg), "--temperature", "0.1", "--max_steps", "5"])
+    assert (loss.temperature, t.max_steps) == (0.1, 5)
+
+
+@pytest.mark.parametrize(
+    ("data", "start"),
+    [
+        (b"a: [1\n", ":2:1: not valid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence "
+                     "at line 1, column 4)"),
+        (b"q: 0.5\n\tq: 1\n", ":2:1: not valid YAML: found character '\\t' that cannot start any token"),
+        (b"q: 0.5\nbeta_mode: o\x00ls\n", ":2:13: not valid YAML: unacceptable character #x0000"),
+        (b"q: 0.5\nbeta_mode: \xffols\n", ":2: not valid UTF-8 (byte 0xff); expected UTF-8 text"),
+    ],
+    ids=["flow sequence", "tab", "NUL", "not UTF-8"],
+)  # fmt: skip
+def test_yaml_errors_name_file_line_and_column(data: bytes, start: str, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_bytes(data)
+    message = _error([str(cfg)])
+    assert message.startswith(f"{cfg}{start}"), message
+    assert "<unicode string>" not in message and "^" not in message
 
 
 @pytest.mark.parametrize("name", ["quickstart.yaml", "unsup_bert_base.yaml"])

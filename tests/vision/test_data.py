@@ -27,7 +27,8 @@ def test_zip_reader_errors_name_the_bad_member(tmp_path: Path) -> None:
     with zipfile.ZipFile(zp, "a") as z:
         z.writestr("train/dog/9999.jpg", b"definitely not a jpeg")
     ds = ZipImageFolder(zp, "train")
-    with pytest.raises(ValueError, match=r"d\.zip: cannot decode member 'train/dog/9999\.jpg'"):
+    with pytest.raises(ValueError, match=r"d\.zip: cannot decode member 'train/dog/9999\.jpg' \(not a format PIL can "
+                       r"read\); expected an image file \(\.jpg, \.jpeg, \.png, \.bmp, \.webp\)$"):  # fmt: skip
         ds[len(ds) - 1]
     with pytest.raises(ValueError, match="no images under 'test/'"):
         ZipImageFolder(zp, "test")
@@ -43,6 +44,36 @@ def test_zip_reader_errors_name_the_bad_member(tmp_path: Path) -> None:
         ZipImageFolder(tmp_path / "missing.zip", "train")
     with pytest.raises(ValueError, match="fewer than"):
         balanced_subset([0, 0, 1], 2)
+
+
+def test_a_worker_error_ends_in_one_line_naming_the_archive_and_member(tmp_path: Path) -> None:
+    """A DataLoader worker re-raises the decode error with its whole traceback in the message (2 kB); the
+    command's error line keeps the final exception line only."""
+    from torch.utils.data import DataLoader, Subset
+
+    from simcse_weince.cli.errors import one_line
+
+    zp = write_zip(tmp_path / "d.zip", "train")
+    with zipfile.ZipFile(zp, "a") as z:
+        z.writestr("train/dog/9999.jpg", b"\xff\xd8\xff truncated jpeg")
+    ds = ZipImageFolder(zp, "train")
+    with pytest.raises(ValueError) as direct:
+        ds.load(len(ds) - 1)
+    loader = DataLoader(Subset(ds, [len(ds) - 1]), num_workers=1, collate_fn=list)
+    with pytest.raises(ValueError) as from_worker:
+        next(iter(loader))
+    assert "Original Traceback" in str(from_worker.value)
+    assert one_line(from_worker.value) == str(direct.value)
+    assert str(direct.value).startswith(f"{zp}: cannot decode member 'train/dog/9999.jpg' (")
+    # a chained, module-qualified exception: the last one, without its type
+    text = (
+        "Caught BadZipFile in DataLoader worker process 3.\nOriginal Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\nKeyError: 1\n\nThe above exception was the direct cause of the following '
+        'exception:\n\nTraceback (most recent call last):\n  File "x.py", line 2, in g\n'
+        "zipfile.BadZipFile: Bad CRC-32 for file 'train/a/1.jpg'\n"
+    )
+    assert one_line(ValueError(text)) == "Bad CRC-32 for file 'train/a/1.jpg'"
+    assert one_line(ValueError("plain\n  message")) == "plain message"
 
 
 def test_indexed_and_collate(tmp_path: Path) -> None:
