@@ -23,13 +23,13 @@ setup: $(VENV)/.installed
 quickstart: setup
 	$(PY) train_unsup.py configs/quickstart.yaml --overwrite_output_dir true
 
-# Everything: lint, then the whole suite on TEST_WORKERS processes (one per core here; the slow end-to-end runs
-# are scheduled first and each worker keeps to one thread, see tests/conftest.py).
+# Everything: lint, then the whole suite on TEST_WORKERS processes (one per core here; the longest tests start
+# first, an idle worker steals queued tests from a busy one, and each worker keeps to one thread: tests/conftest.py).
 TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 # The inner loop: lint and the fast tests only.
 test-fast: setup

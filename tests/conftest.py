@@ -105,7 +105,18 @@ def _isolated_token_cache(token_cache_home: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("HF_DATASETS_CACHE", str(token_cache_home))
 
 
+# The longest tests (whole scripts in subprocesses: a minute or more each on 2 cores), started first.
+LONGEST = ("tests/experiments/", "tests/bench/")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow tests first (stable order otherwise): with one worker per core the long end-to-end runs start at once
-    and the many short tests fill the gaps, instead of one long run finishing alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The longest tests first, then the other slow ones, then the rest (stable order within each): with one
+    worker per core (``make test``: ``-n 2 --dist worksteal``) the long runs start at once and the many short
+    tests fill the gaps, instead of one long run finishing alone at the end."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.nodeid.startswith(LONGEST):
+            return 0
+        return 1 if item.get_closest_marker("slow") is not None else 2
+
+    items.sort(key=rank)
