@@ -50,7 +50,8 @@ def test_scaling_training_text_table_compares_the_cache_with_the_in_memory_path(
     assert [len(v) for v in rows.values()] == [1, 2, 2, 2], proc.stdout  # 3,000 lines: all four; 4,000: cache only
     assert [r[0] for r in rows["cache built"]] == [3000, 4000] == [r[0] for r in rows["cache reused"]]
     assert rows["in-memory (before)"][0][-2:] == [1.0, 1.0]  # the reference of the ratios
-    assert all(r[-2] < 0.5 for r in rows["cache reused"]), proc.stdout  # a hit is not a rebuild
+    # (that a hit is not a rebuild is tested without timing in tests/text/test_token_cache.py: no tokenizer call;
+    # a timed ratio here failed under load, and speed belongs to the bench's own figures, not to assertions)
     assert "GB mapped file pages" in proc.stdout and not list(tmp_path.iterdir())  # temporary files removed
 
 
