@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup quickstart test test-fast lint bench
+.PHONY: setup quickstart quickstart-sup test test-fast lint bench
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ setup: $(VENV)/.installed
 
 quickstart: setup
 	$(PY) train_unsup.py configs/quickstart.yaml --overwrite_output_dir true
+
+# Supervised SimCSE on triplets from SICK's training split (written to outputs/sick_nli first).
+quickstart-sup: setup
+	$(PY) -m experiments.sick_nli --out outputs/sick_nli
+	$(PY) train_unsup.py configs/sup_quickstart.yaml --overwrite_output_dir true
 
 # Everything: lint, then the whole suite on TEST_WORKERS processes (one per core here; the longest tests start
 # first, an idle worker steals queued tests from a busy one, and each worker keeps to one thread: tests/conftest.py).

@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from experiments.common import REPO, plot_metrics, run_module, summary_table, write_results
+from experiments.common import REPO, mean_std, plot_metrics, run_module, summary_table, write_results
 from simcse_weince.evaluation.runner import STS_SHORT
 
 STS_COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
@@ -46,6 +46,22 @@ def geometry(model_dir: Path, cache: Path) -> dict[str, float]:
     return result
 
 
+LAMBDA_STATS = ("lambda", "lambda_frac_gt_half", "delta_aic")
+
+
+def lambda_table(stats: dict[str, dict[int, dict[str, float | None]]]) -> str:
+    """What λ did during training, per variant (mean ± std over seeds of the run means): mean λ, the share of
+    anchors with λ > 0.5, mean ΔAIC; InfoNCE computes none of them."""
+    lines = ["| variant | mean λ | share λ > 0.5 | mean ΔAIC |", "|---|---|---|---|"]
+    for v, runs in stats.items():
+        cells = []
+        for key in LAMBDA_STATS:
+            values = [r[key] for r in runs.values() if r.get(key) is not None]
+            cells.append("{:.3f} ± {:.3f}".format(*mean_std(values)) if values else "–")
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True)
@@ -63,6 +79,7 @@ def main() -> None:
     runs_dir = Path(args.runs_dir or REPO / "outputs/experiments" / Path(args.out).name)
     per_run: dict[str, dict[int, dict[str, float]]] = {v: {} for v in variants}
     curves: dict[str, list] = {}
+    lam_stats: dict[str, dict[int, dict[str, float | None]]] = {v: {} for v in variants}
     for seed in args.seeds:
         for v, vargs in variants.items():
             out = runs_dir / f"{v}-seed{seed}"
@@ -105,6 +122,7 @@ def main() -> None:
             row.update(geometry(out / "model", ev / "geometry.json"))
             per_run[v][seed] = row
             hist = json.loads((out / "results.json").read_text())
+            lam_stats[v][seed] = {k: hist.get(f"mean_{k}") for k in LAMBDA_STATS}
             lam = hist.get("lambda_curve")  # (step, mean λ) at every logging step; none for InfoNCE
             if lam:
                 curves[f"{v} seed {seed}"] = lam
@@ -118,6 +136,8 @@ def main() -> None:
         "better for both); mean ± std over seeds"
     )
     summary["per_run"] = {v: {str(s): r for s, r in runs.items()} for v, runs in per_run.items()}
+    summary["lambda"] = {v: {str(s): r for s, r in runs.items()} for v, runs in lam_stats.items()}
+    table += "\n\n" + lambda_table(lam_stats)
     prefix = Path(args.out)
     write_results(prefix, table, summary, header)
     plot_metrics(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 from torch import nn
 
-from simcse_weince.losses.layout import Layout, ScoreMatrix, score_matrix, validate_layout
+from simcse_weince.losses.layout import Layout, Negatives, ScoreMatrix, score_matrix, validate_layout
 
 
 def check_positive(name: str, value: float) -> None:
@@ -15,24 +16,58 @@ def check_positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be > 0, got {value!r}")
 
 
+def check_hard_negative_weight(value: float, layout: str) -> None:
+    """``ValueError`` unless ``value`` is a finite number, and 0 for a layout without hard negatives."""
+    try:
+        finite = math.isfinite(float(value))
+    except (TypeError, ValueError):
+        finite = False
+    if not finite:
+        raise ValueError(f"hard_negative_weight must be a finite number, got {value!r}")
+    if value != 0 and layout != "simcse":
+        raise ValueError(
+            f"hard_negative_weight must be 0 for layout {layout!r} (it has no hard negatives), got {value!r}"
+        )
+
+
 class ContrastiveLoss(nn.Module):
-    """Base of :class:`InfoNCELoss` and :class:`WeinceLoss`: temperature, layout and device gathering.
+    r"""Base of :class:`InfoNCELoss` and :class:`WeinceLoss`: temperature, layout, hard-negative weight and
+    device gathering.
+
+    Supervised layout: ``forward(anchors, positives, negatives=...)`` scores each anchor z_i against the
+    B×(1+k)B candidates ``[z⁺_1 … z⁺_B | z⁻_{·,1} | … | z⁻_{·,k}]`` (spec §1; see
+    :mod:`~simcse_weince.losses.layout`). SimCSE's ``hard_negative_weight`` w is added to the *final* logit
+    of anchor i's own hard negatives (after WEINCE's blend), as in SimCSE's supervised objective
+
+    .. math::
+        -\log \frac{e^{s(h_i, h^+_i)/\tau}}
+        {\sum_j e^{s(h_i, h^+_j)/\tau} + \sum_{c}\sum_j e^{s(h_i, h^-_{j,c})/\tau + w\,[j = i]}}
+
+    WEINCE's statistics use the unweighted scores.
 
     Args:
         temperature: τ > 0 dividing the cosine similarities.
-        layout: ``"simcse"`` (B×B, text) or ``"ntxent"`` (2N views, SimCLR).
+        layout: ``"simcse"`` (B×B, or B×(1+k)B with negatives; text) or ``"ntxent"`` (2N views, SimCLR).
         gather_across_devices: score local anchors against the candidates of all processes.
+        hard_negative_weight: SimCSE's w, a finite number (0, SimCSE's default, adds nothing); it acts only
+            when ``negatives`` are given, and must be 0 for ``"ntxent"``.
     """
 
     def __init__(
-        self, temperature: float = 0.05, layout: Layout = "simcse", gather_across_devices: bool = False
+        self,
+        temperature: float = 0.05,
+        layout: Layout = "simcse",
+        gather_across_devices: bool = False,
+        hard_negative_weight: float = 0.0,
     ) -> None:
         super().__init__()
         check_positive("temperature", temperature)
         validate_layout(layout)
+        check_hard_negative_weight(hard_negative_weight, layout)
         self._temperature = float(temperature)
         self.layout = layout
         self.gather_across_devices = bool(gather_across_devices)
+        self._hard_negative_weight = float(hard_negative_weight)
         # Detached per-batch diagnostics of the last forward (tensors; reading them is the caller's sync).
         self.last_diagnostics: dict[str, torch.Tensor] = {}
 
@@ -41,26 +76,39 @@ class ContrastiveLoss(nn.Module):
         """τ, fixed at construction (build a new loss to change it)."""
         return self._temperature
 
+    @property
+    def hard_negative_weight(self) -> float:
+        """SimCSE's w on each anchor's own hard negatives, fixed at construction."""
+        return self._hard_negative_weight
+
     def forward(
         self,
         anchors: torch.Tensor,
         positives: torch.Tensor,
         negative_mask: torch.Tensor | None = None,
+        negatives: Negatives | None = None,
     ) -> torch.Tensor:
         """Scalar loss of a batch.
 
         Args:
             anchors: (B, D) embeddings of view 1 (any float dtype; scored in float32, also under autocast).
             positives: (B, D) embeddings of view 2; row i is the positive of anchor i.
-            negative_mask: optional (A, C) bool, True where a candidate is a known false negative.
+            negative_mask: optional (A, C) bool, True where a candidate is a known false negative
+                (C = (1+k)·world·B with k negative columns; see
+                :func:`~simcse_weince.losses.duplicates.supervised_duplicate_mask`).
+            negatives: optional hard negatives (supervised layout, ``"simcse"`` only): a (k, B, D) tensor or
+                a sequence of k (B, D) tensors; row i of each is a hard negative of anchor i.
 
         Returns:
             0-d float32 tensor.
 
         Raises:
-            ValueError: mismatched shapes, fewer than 2 rows in the (global) batch, NaN or Inf embeddings.
+            ValueError: mismatched shapes, fewer than 2 rows in the (global) batch, NaN or Inf embeddings,
+                ``negatives`` with the ``"ntxent"`` layout.
         """
-        lay = score_matrix(anchors, positives, self.layout, negative_mask, self.gather_across_devices)
+        lay = score_matrix(
+            anchors, positives, self.layout, negative_mask, self.gather_across_devices, negatives=negatives
+        )
         with torch.autocast(lay.scores.device.type, enabled=False):
             return self.loss_from_scores(lay)
 
@@ -69,11 +117,15 @@ class ContrastiveLoss(nn.Module):
         raise NotImplementedError
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "temperature": self.temperature,
             "layout": self.layout,
             "gather_across_devices": self.gather_across_devices,
         }
+        # Only when set: w = 0 (SimCSE's default) leaves the unsupervised configurations and cards as they were.
+        if self.hard_negative_weight:
+            out["hard_negative_weight"] = self.hard_negative_weight
+        return out
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.get_config_dict().items())

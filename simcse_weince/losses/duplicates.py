@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from simcse_weince.losses.distributed import all_gather_no_grad
+from simcse_weince.losses.distributed import all_gather_no_grad, rank_and_world_size
 
 
 def sentence_key(ids: Sequence[int]) -> int:
@@ -42,3 +42,55 @@ def duplicate_mask(keys: torch.Tensor, gather_across_devices: bool = False) -> t
     """
     candidates = all_gather_no_grad(keys) if gather_across_devices else keys
     return keys[:, None] == candidates[None, :]
+
+
+def supervised_duplicate_mask(
+    anchor_keys: torch.Tensor,
+    positive_keys: torch.Tensor,
+    negative_keys: torch.Tensor | Sequence[torch.Tensor] = (),
+    gather_across_devices: bool = False,
+) -> torch.Tensor:
+    """The duplicate mask of the supervised layout: (B,) keys per column -> (B, C) bool.
+
+    The candidate columns are those of the loss's supervised layout (spec §1): the positives of all rows,
+    then one block per negative column, each block gathered in rank order when ``gather_across_devices``
+    (C = (1+k)·N for a global batch of N = world·B rows and k negative columns). With ``cand[j]`` the key of
+    candidate j and ``g`` the global row of local anchor i, the mask is::
+
+        mask[i, j] = (j != g) and (cand[j] == anchor_keys[i] or cand[j] == positive_keys[i])
+
+    i.e. a candidate is masked when it is the anchor's own sentence or its positive's sentence appearing
+    elsewhere in the batch (another row's positive, any row's hard negative, the anchor's own hard negative
+    included); the anchor's own positive (column g) is never masked, being the positive, and neither is
+    any other candidate, however similar. With ``positive_keys == anchor_keys`` (unsupervised SimCSE) and
+    no negatives this is :func:`duplicate_mask` with the diagonal cleared (the loss ignores the diagonal).
+
+    Args:
+        anchor_keys: (B,) keys of the anchors (first column).
+        positive_keys: (B,) keys of the positives (second column).
+        negative_keys: k key tensors of (B,), or a (k, B) tensor, one per negative column (k ≥ 0).
+        gather_across_devices: the candidates are all processes' rows (the loss's gathered columns).
+
+    Returns:
+        (B, (1+k)·N) bool, the ``negative_mask`` of ``loss(anchors, positives, negative_mask, negatives)``.
+    """
+    if anchor_keys.shape != positive_keys.shape or anchor_keys.ndim != 1:
+        raise ValueError(
+            f"anchor and positive keys must both be (B,), got {tuple(anchor_keys.shape)} and "
+            f"{tuple(positive_keys.shape)}"
+        )
+    columns = [positive_keys, *negative_keys]
+    for c, keys in enumerate(columns[1:]):
+        if keys.shape != anchor_keys.shape:
+            raise ValueError(
+                f"negative column {c} keys must be (B,) = {tuple(anchor_keys.shape)}, got {tuple(keys.shape)}"
+            )
+    if gather_across_devices:
+        columns = [all_gather_no_grad(keys) for keys in columns]
+        rank, _ = rank_and_world_size()
+    else:
+        rank = 0
+    candidates = torch.cat(columns)  # (C,), the loss's column order
+    mask = (candidates[None, :] == anchor_keys[:, None]) | (candidates[None, :] == positive_keys[:, None])
+    own_positive = rank * anchor_keys.shape[0] + torch.arange(anchor_keys.shape[0], device=mask.device)
+    return mask.scatter_(1, own_positive[:, None], False)

@@ -1,24 +1,41 @@
-"""Score layouts shared by InfoNCE and WEINCE: the SimCSE B×B layout and the SimCLR / NT-Xent 2N layout.
+"""Score layouts shared by InfoNCE and WEINCE: the SimCSE B×B layout, its supervised B×(1+k)B extension with
+hard negatives, and the SimCLR / NT-Xent 2N layout.
 
-Both layouts produce, for A anchors and C candidates:
+Every layout produces, for A anchors and C candidates:
 
 * ``scores`` (A, C): cosine similarities ``s_ij`` in float32 (whatever the input dtype), with gradient;
 * ``positive_index`` (A,): the column of each anchor's positive;
 * ``self_mask`` (A, C): entries that are the anchor itself (NT-Xent only), neither positive nor negative;
 * ``user_mask`` (A, C): negatives removed by the caller's ``negative_mask`` (known false negatives);
+* ``hard_negative_mask`` (A, C): each anchor's own hard negatives (supervised layout only; all False
+  otherwise), the entries that receive SimCSE's ``hard_negative_weight``;
 * ``num_negatives``: K, the number of negatives per anchor implied by the layout before any masking
-  (C − 1 for SimCSE, C − 2 for NT-Xent).
+  (C − 1 for SimCSE and its supervised form, C − 2 for NT-Xent).
 
 SimCSE layout: anchors are view 1 of the B sentences, candidates view 2; the positive of anchor i is column i.
+
+Supervised layout (``"simcse"`` with ``negatives``; spec §1): rows are (anchor z_i, positive z⁺_i, hard
+negatives z⁻_{i,1}, …, z⁻_{i,k}). The candidates are the positives of all B rows followed by one block of B
+per negative column::
+
+    columns:   [ z⁺_1 … z⁺_B | z⁻_{1,1} … z⁻_{B,1} | … | z⁻_{1,k} … z⁻_{B,k} ]      S is B × (1+k)B
+
+The positive of anchor i is column i; its K = (1+k)B − 1 negatives are every other column (the other rows'
+positives and every hard negative, its own included). Anchor i's own hard negatives are the columns
+``c·B + i`` for c = 1..k. k = 0 is the SimCSE layout (two different sentences per row).
+
 NT-Xent layout: the 2N views ``[anchors; positives]`` are both anchors and candidates; the positive of view
 i is its partner i ± N; the view itself is excluded.
 
-With ``gather_across_devices`` the local anchors are scored against the candidates of *all* processes, in
-rank order, so each local row equals the corresponding row of the single-process global-batch matrix.
+With ``gather_across_devices`` the local anchors are scored against the candidates of *all* processes, every
+candidate block gathered and laid out in the single-process order (all positives of ranks 0, 1, …, then
+the first negative column of ranks 0, 1, …, and so on), so each local row equals the corresponding row of
+the single-process global-batch matrix, with B replaced by the global batch N = world·B.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,6 +46,8 @@ from simcse_weince.losses.distributed import all_gather_with_grad, rank_and_worl
 
 Layout = Literal["simcse", "ntxent"]
 LAYOUTS: tuple[str, ...] = ("simcse", "ntxent")
+# Hard negatives of the supervised layout: a (k, B, D) tensor or k tensors of (B, D), k >= 0.
+Negatives = torch.Tensor | Sequence[torch.Tensor]
 
 
 @dataclass
@@ -40,6 +59,7 @@ class ScoreMatrix:
     self_mask: torch.Tensor  # (A, C) bool
     user_mask: torch.Tensor  # (A, C) bool, never True at the positive
     num_negatives: int
+    hard_negative_mask: torch.Tensor | None = None  # (A, C) bool, own hard negatives (supervised)
 
     @property
     def excluded(self) -> torch.Tensor:
@@ -64,20 +84,25 @@ def score_matrix(
     layout: Layout = "simcse",
     negative_mask: torch.Tensor | None = None,
     gather_across_devices: bool = False,
+    negatives: Negatives | None = None,
 ) -> ScoreMatrix:
     """Normalise the embeddings and build the score matrix of ``layout``.
 
     Args:
         anchors: (B, D) embeddings of view 1, any floating dtype.
         positives: (B, D) embeddings of view 2 (row i is the positive of anchor i).
-        layout: ``"simcse"`` (B×B) or ``"ntxent"`` (2N×2N).
+        layout: ``"simcse"`` (B×B, or B×(1+k)B with ``negatives``) or ``"ntxent"`` (2N×2N).
         negative_mask: optional (A, C) bool, True where a candidate must not be used as a negative of the
-            anchor (A = B for SimCSE, 2B for NT-Xent; C = the global candidate count with gathering).
-            Entries at the positive (and at the anchor itself) are ignored.
+            anchor (A = B for SimCSE, 2B for NT-Xent; C = the global candidate count with gathering:
+            N, (1+k)N or 2N for a global batch of N rows). Entries at the positive (and at the anchor
+            itself) are ignored.
         gather_across_devices: score local anchors against the candidates of all processes.
+        negatives: the supervised layout's hard negatives (``"simcse"`` only): a (k, B, D) tensor or a
+            sequence of k (B, D) tensors, k ≥ 0, row i of column c being a hard negative of anchor i.
 
     Raises:
-        ValueError: on mismatched shapes, a batch of fewer than 2 rows, or a wrongly shaped mask.
+        ValueError: on mismatched shapes, a batch of fewer than 2 rows, a wrongly shaped mask, NaN or Inf
+            embeddings, or ``negatives`` with the ``"ntxent"`` layout.
     """
     validate_layout(layout)
     if anchors.ndim != 2 or positives.shape != anchors.shape:
@@ -86,14 +111,45 @@ def score_matrix(
         )
     if not anchors.is_floating_point() or not positives.is_floating_point():
         raise ValueError(f"embeddings must be floating point, got {anchors.dtype} and {positives.dtype}")
+    negs = _as_negative_columns(negatives, anchors, layout)
     rank, world = rank_and_world_size() if gather_across_devices else (0, 1)
     local = anchors.shape[0]
     if local * world < 2:
         raise ValueError(f"a contrastive batch needs at least 2 rows (global), got B = {local * world}")
     check_finite(anchors, "anchors")
     check_finite(positives, "positives")
+    for neg in negs:
+        check_finite(neg, "negatives")
     with torch.autocast(anchors.device.type, enabled=False):
-        return _score_matrix(anchors, positives, layout, negative_mask, gather_across_devices, rank, world)
+        return _score_matrix(anchors, positives, negs, layout, negative_mask, gather_across_devices, rank, world)
+
+
+def _as_negative_columns(negatives: Negatives | None, anchors: torch.Tensor, layout: str) -> list[torch.Tensor]:
+    """The k hard-negative columns as a list of (B, D) tensors (empty without ``negatives``), validated."""
+    if negatives is None:
+        return []
+    if layout != "simcse":
+        raise ValueError(
+            f"negatives (the supervised layout) need layout='simcse'; the {layout!r} layout has no hard negatives"
+        )
+    if isinstance(negatives, torch.Tensor):
+        if negatives.ndim != 3:
+            raise ValueError(
+                f"negatives must be a (k, B, D) tensor or a sequence of (B, D) tensors, got a tensor of shape "
+                f"{tuple(negatives.shape)} (one column: pass negatives[None] or [negatives])"
+            )
+        columns = list(negatives.unbind(0))
+    else:
+        columns = list(negatives)
+    for c, neg in enumerate(columns):
+        if not isinstance(neg, torch.Tensor) or neg.shape != anchors.shape:
+            shape = tuple(neg.shape) if isinstance(neg, torch.Tensor) else type(neg).__name__
+            raise ValueError(
+                f"negative column {c} must be (B, D) = {tuple(anchors.shape)} like the anchors, got {shape}"
+            )
+        if not neg.is_floating_point():
+            raise ValueError(f"embeddings must be floating point, got {neg.dtype} in negative column {c}")
+    return columns
 
 
 def check_finite(x: torch.Tensor, name: str) -> None:
@@ -108,7 +164,9 @@ def check_finite(x: torch.Tensor, name: str) -> None:
         torch._assert_async(finite, message)
 
 
-def _score_matrix(anchors, positives, layout, negative_mask, gather_across_devices, rank, world) -> ScoreMatrix:
+def _score_matrix(
+    anchors, positives, negatives, layout, negative_mask, gather_across_devices, rank, world
+) -> ScoreMatrix:
     # Similarities in float32 even under fp16/bf16 (autocast is off here): bf16 rounds 0.999 to 1.0 and
     # -log(1 - s) explodes.
     local = anchors.shape[0]
@@ -116,12 +174,29 @@ def _score_matrix(anchors, positives, layout, negative_mask, gather_across_devic
     p = F.normalize(positives.float(), dim=-1)  # (B, D)
     offset = rank * local
     rows = torch.arange(local, device=a.device)
+    hard_negative_mask = None
     if layout == "simcse":
-        cand = all_gather_with_grad(p) if gather_across_devices else p  # (C, D), C = world·B
+        k = len(negatives)
+        # Candidate blocks [positives; negative column 1; ...; column k], each (B, D).
+        blocks = torch.cat([p, *(F.normalize(n.float(), dim=-1) for n in negatives)]) if k else p  # ((1+k)B, D)
+        if gather_across_devices:
+            # One all_gather of every block; (world, 1+k, B, D) -> (1+k, world, B, D) puts all ranks' positives
+            # first, then all ranks' first negative column, ...: the single-process global-batch order.
+            d = blocks.shape[1]
+            gathered = all_gather_with_grad(blocks).view(world, 1 + k, local, d)
+            cand = gathered.transpose(0, 1).reshape(-1, d)  # (C, D), C = (1+k)·world·B
+        else:
+            cand = blocks
         scores = a @ cand.T  # (B, C)
+        n_global = world * local
         positive_index = rows + offset
         self_mask = torch.zeros(scores.shape, dtype=torch.bool, device=a.device)
         num_negatives = cand.shape[0] - 1
+        hard_negative_mask = torch.zeros_like(self_mask)
+        if k:
+            # Anchor i's own hard negatives: column c·N + i of block c = 1..k (global row index i).
+            own = torch.arange(1, k + 1, device=a.device)[None, :] * n_global + positive_index[:, None]  # (B, k)
+            hard_negative_mask.scatter_(1, own, True)
     else:
         if gather_across_devices:
             a_all, p_all = all_gather_with_grad(a), all_gather_with_grad(p)
@@ -141,17 +216,28 @@ def _score_matrix(anchors, positives, layout, negative_mask, gather_across_devic
         user_mask = torch.zeros_like(self_mask)
     else:
         if negative_mask.shape != scores.shape:
+            columns = f" with {len(negatives)} negative column(s)" if negatives else ""
             raise ValueError(
                 f"negative_mask must have shape {tuple(scores.shape)} (anchors × candidates) for layout "
-                f"{layout!r}, got {tuple(negative_mask.shape)}"
+                f"{layout!r}{columns}, got {tuple(negative_mask.shape)}"
             )
         user_mask = negative_mask.to(device=a.device, dtype=torch.bool).clone()
         user_mask.scatter_(1, positive_index[:, None], False)
         user_mask &= ~self_mask
-    return ScoreMatrix(scores, positive_index, self_mask, user_mask, num_negatives)
+    return ScoreMatrix(scores, positive_index, self_mask, user_mask, num_negatives, hard_negative_mask)
 
 
-def masked_cross_entropy(logits: torch.Tensor, lay: ScoreMatrix) -> torch.Tensor:
-    """Mean cross-entropy of each anchor's positive against its positive and remaining negatives."""
+def masked_cross_entropy(logits: torch.Tensor, lay: ScoreMatrix, hard_negative_weight: float = 0.0) -> torch.Tensor:
+    """Mean cross-entropy of each anchor's positive against its positive and remaining negatives.
+
+    Args:
+        logits: (A, C) final logits of the loss (``s/τ`` for InfoNCE, the blended logits for WEINCE).
+        lay: the batch's :class:`ScoreMatrix`.
+        hard_negative_weight: SimCSE's w, added to the logit of each anchor's own hard negative(s)
+            (``lay.hard_negative_mask``, supervised layout) after any blend; 0 (SimCSE's default) adds
+            nothing and leaves the logits bit-for-bit unchanged.
+    """
+    if hard_negative_weight and lay.hard_negative_mask is not None:
+        logits = logits + hard_negative_weight * lay.hard_negative_mask.to(logits.dtype)
     logits = logits.masked_fill(lay.excluded, float("-inf"))
     return F.cross_entropy(logits, lay.positive_index)

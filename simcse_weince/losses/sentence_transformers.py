@@ -1,9 +1,11 @@
 """Adapter: WEINCE / InfoNCE as a sentence-transformers loss (``loss=`` of ``SentenceTransformerTrainer``).
 
 The sentence-transformers contract: constructed with the model, ``forward(sentence_features, labels)``
-returning a scalar, ``get_config_dict()`` and ``citation`` for the model card. The data set has two text
-columns (anchor, positive); for unsupervised SimCSE both hold the same sentence and dropout makes the views.
-The two columns are embedded in one merged forward where sentence-transformers can merge them.
+returning a scalar, ``get_config_dict()`` and ``citation`` for the model card. The data set has text columns
+(anchor, positive, negative…), as for sentence-transformers' ``MultipleNegativesRankingLoss``: two columns
+are (anchor, positive) pairs (for unsupervised SimCSE both hold the same sentence and dropout makes the
+views); each further column is one hard-negative column of the supervised layout (spec §1, B×(1+k)B scores).
+The columns are embedded in one merged forward where sentence-transformers can merge them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 from torch import nn
 
 from simcse_weince.losses.base import ContrastiveLoss
-from simcse_weince.losses.duplicates import duplicate_mask, sentence_keys
+from simcse_weince.losses.duplicates import sentence_keys, supervised_duplicate_mask
 from simcse_weince.losses.weince import WeinceLoss
 
 
@@ -30,14 +32,19 @@ def _embed(model: nn.Module, features: list[dict[str, Any]]) -> list[torch.Tenso
 class SentenceTransformerContrastiveLoss(nn.Module):
     """Wrap a :class:`ContrastiveLoss` (SimCSE layout) for ``SentenceTransformerTrainer``.
 
+    Columns (anchor, positive) score B×B; (anchor, positive, negative_1, …, negative_k) score the supervised
+    B×(1+k)B layout, with the loss's ``hard_negative_weight`` on each anchor's own hard negatives.
+
     Args:
         model: the ``SentenceTransformer`` being trained.
         loss: the embedding-level loss (default: ``WeinceLoss(**loss_kwargs)``).
-        mask_duplicates: identical anchor sentences in a batch are not each other's negatives.
+        mask_duplicates: a candidate (in any column) that is the anchor's sentence or its positive's
+            sentence is not a negative of that anchor
+            (:func:`~simcse_weince.losses.duplicates.supervised_duplicate_mask`).
         **loss_kwargs: arguments of :class:`WeinceLoss` when ``loss`` is not given.
 
     Raises:
-        ValueError: if the data set does not have exactly two text columns.
+        ValueError: if the data set has fewer than two text columns.
 
     Example:
         >>> loss = SentenceTransformerContrastiveLoss(model, temperature=0.05, beta_mode="ols")
@@ -58,18 +65,17 @@ class SentenceTransformerContrastiveLoss(nn.Module):
 
     def forward(self, sentence_features: Iterable[dict[str, torch.Tensor]], labels: torch.Tensor | None = None):
         features = list(sentence_features)
-        if len(features) != 2:
+        if len(features) < 2:
             raise ValueError(
-                f"expected 2 text columns (anchor, positive), got {len(features)}; for unsupervised SimCSE put "
-                "the same sentence in both columns"
+                f"expected at least 2 text columns (anchor, positive, negative…), got {len(features)}; for "
+                "unsupervised SimCSE put the same sentence in both columns"
             )
-        anchors, positives = _embed(self.model, features)
+        anchors, positives, *negatives = _embed(self.model, features)
         mask = None
-        if self.mask_duplicates and "input_ids" in features[0]:
-            f = features[0]
-            keys = sentence_keys(f["input_ids"], f.get("attention_mask"))
-            mask = duplicate_mask(keys, self.loss.gather_across_devices)
-        return self.loss(anchors, positives, negative_mask=mask)
+        if self.mask_duplicates and all("input_ids" in f for f in features):
+            keys = [sentence_keys(f["input_ids"], f.get("attention_mask")) for f in features]
+            mask = supervised_duplicate_mask(keys[0], keys[1], keys[2:], self.loss.gather_across_devices)
+        return self.loss(anchors, positives, negative_mask=mask, negatives=negatives or None)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {

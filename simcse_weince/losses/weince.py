@@ -29,6 +29,12 @@ class WeinceLoss(ContrastiveLoss):
 
     and the loss is the mean cross-entropy of each anchor's positive against its positive and negatives.
 
+    Supervised layout (``forward(anchors, positives, negatives=...)``, spec §1): the candidates of anchor
+    z_i are the positives of all B rows followed by the hard negatives of all B rows, one block of B per
+    negative column (S is B×(1+k)B); its positive is column i and its K = (1+k)B − 1 negatives are all the
+    other columns, its own hard negatives included. SimCSE's ``hard_negative_weight`` w is then added to
+    the *final* logit of anchor i's own hard negatives, after the blend: ``ℓ_ij + w`` for j = c·B + i.
+
     Per-anchor statistics (:mod:`simcse_weince.losses.stats`), from the ``k_tail =
     clip(max(min_tail_points, round(tail_frac·K)), 10, K)`` hardest of the anchor's K negatives, with
     shortfalls ``δ = max(1 − s, eps)`` sorted ascending:
@@ -44,7 +50,8 @@ class WeinceLoss(ContrastiveLoss):
       ``k / Σ_{j≤k} log(δ_(k+1) / δ_(j))`` with ``k = k_tail − 1`` (``"hill"``).
 
     Stop-gradient quantities: λ_i, β_i, ρ_i, ρ_0 and ΔAIC_i are computed under ``no_grad`` from the
-    detached scores (the paper's stop-gradient); gradients flow only through ``s_ij`` in the logits.
+    detached scores (the paper's stop-gradient); gradients flow only through ``s_ij`` in the logits. The
+    statistics read the unweighted scores ``s`` over all K negatives (w never enters them).
 
     λ = 0 is InfoNCE: with ``λ_i ≡ 0`` the logits are exactly ``s_ij / τ`` and the loss equals
     :class:`InfoNCELoss` to float rounding. The same happens automatically when a batch is too small for
@@ -56,11 +63,14 @@ class WeinceLoss(ContrastiveLoss):
 
     Args:
         temperature: τ > 0; overrides ``config.temperature`` when given.
-        layout: ``"simcse"`` (B×B) or ``"ntxent"`` (2N views).
+        layout: ``"simcse"`` (B×B, or B×(1+k)B with ``negatives``) or ``"ntxent"`` (2N views).
         config: the knobs (:class:`~simcse_weince.losses.config.WeinceConfig`, which documents each one's
             meaning, default and range); ``None`` = ``WeinceConfig()``.
-        gather_across_devices: score local anchors against all processes' candidates; every statistic,
-            ρ_0 included, then equals the single-process value on the global batch.
+        gather_across_devices: score local anchors against all processes' candidates (every candidate block,
+            hard negatives included); every statistic, ρ_0 included, then equals the single-process value on
+            the global batch.
+        hard_negative_weight: SimCSE's w on each anchor's own hard negatives (supervised layout), a finite
+            number; 0 (default, SimCSE's recipe) adds nothing. Must be 0 for ``"ntxent"``.
         beta_clamp: ``(beta_min, beta_max)``, the pair under one name (as in :meth:`get_config_dict`).
         **knobs: any :class:`WeinceConfig` field (``beta_mode``, ``q``, ``kappa_rho``, ...), overriding
             ``config``'s value.
@@ -76,6 +86,9 @@ class WeinceLoss(ContrastiveLoss):
         >>> loss = WeinceLoss(temperature=0.05, beta_mode="ols")
         >>> value = loss(torch.randn(64, 32), torch.randn(64, 32))
         >>> loss.last_diagnostics["lambda_mean"]  # a 0-d tensor, no host sync in the loss
+        >>> # Supervised SimCSE triplets (anchor, positive, hard negative): S is 64 × 128, K = 127.
+        >>> supervised = WeinceLoss(temperature=0.05, hard_negative_weight=0.0)
+        >>> value = supervised(torch.randn(64, 32), torch.randn(64, 32), negatives=[torch.randn(64, 32)])
     """
 
     def __init__(
@@ -85,6 +98,7 @@ class WeinceLoss(ContrastiveLoss):
         *,
         config: WeinceConfig | None = None,
         gather_across_devices: bool = False,
+        hard_negative_weight: float = 0.0,
         beta_clamp: tuple[float, float] | None = None,
         **knobs: Any,
     ) -> None:
@@ -95,7 +109,7 @@ class WeinceLoss(ContrastiveLoss):
                 raise TypeError("give beta_clamp or beta_min / beta_max, not both")
             knobs["beta_min"], knobs["beta_max"] = beta_clamp
         config = dataclasses.replace(config or WeinceConfig(), **knobs)  # validates; unknown knob: TypeError
-        super().__init__(config.temperature, layout, gather_across_devices)
+        super().__init__(config.temperature, layout, gather_across_devices, hard_negative_weight)
         self._config = config
         self.last_statistics: AnchorStatistics | None = None
 
@@ -137,12 +151,13 @@ class WeinceLoss(ContrastiveLoss):
         return weince_logits(scores, lam, beta, self._config.temperature, self._config.eps)
 
     def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
-        """Mean cross-entropy of the blended logits; the batch's statistics are kept in ``last_statistics``
-        and summarised (0-d tensors, no host sync) in ``last_diagnostics``."""
-        stats = self.statistics(lay)
+        """Mean cross-entropy of the blended logits (plus w on each anchor's own hard negatives, after the
+        blend); the batch's statistics are kept in ``last_statistics`` and summarised (0-d tensors, no host
+        sync) in ``last_diagnostics``."""
+        stats = self.statistics(lay)  # from the unweighted scores
         self.last_statistics = stats
         self.last_diagnostics = diagnostics(stats)
-        return masked_cross_entropy(self.logits(lay.scores, stats), lay)
+        return masked_cross_entropy(self.logits(lay.scores, stats), lay, self.hard_negative_weight)
 
     @property
     def citation(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simcse_weince.text.columns import check_text_columns
 from simcse_weince.text.data import check_line_format
 from simcse_weince.text.poolers import Pooler
 from simcse_weince.training.arguments import ContrastiveTrainingArguments, check_at_least, check_choice
@@ -57,8 +58,25 @@ class DataArguments:
     train_files: list[str] | None = field(
         default=None,
         metadata={
-            "help": "Local text files, one sentence per line ('{data}/...' = the shared data folder). "
-            "When unset, the Hub dataset below is used."
+            "help": "Local training files ('{data}/...' = the shared data folder): text files, one sentence per "
+            "line, or column files (.csv, .tsv with a header; .jsonl/.json, one object per line; .parquet) read by "
+            "text_columns. When unset, the Hub dataset below is used."
+        },
+    )
+    text_columns: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Columns of the column files (or of the Hub dataset) to train on, in order: one = sentences "
+            "(unsupervised), two = (anchor, positive) pairs, more = pairs with hard negatives. Default: sent0, "
+            "sent1 (and hard_neg) when present, as SimCSE's nli_for_simcse.csv, else a one-column file's column."
+        },
+    )
+    skip_bad_rows: bool = field(
+        default=False,
+        metadata={
+            "help": "Skip (and count, and log) bad rows of column files: a missing, empty or non-text cell, a "
+            "wrong number of fields, a JSON line that is not an object, undecodable bytes. Default: stop at the "
+            "first, naming file:line."
         },
     )
     hub_dataset: str = field(default="princeton-nlp/datasets-for-simcse", metadata={"help": "Hub dataset."})
@@ -107,8 +125,10 @@ class DataArguments:
             self.train_files = [self.train_files]
         if isinstance(self.drop_unterminated_last_line, str):
             self.drop_unterminated_last_line = [self.drop_unterminated_last_line]
-        for f in self.train_files or ():  # a column format is refused by its name, before anything loads
-            check_line_format(f)
+        if self.text_columns is not None:
+            self.text_columns = check_text_columns(self.text_columns)
+        for f in self.train_files or ():  # what cannot be read is refused by its name, before anything loads
+            check_line_format(f, by_column=True, text_columns=self.text_columns)
         check_at_least("max_seq_length", self.max_seq_length, MIN_SEQ_LENGTH)
         check_at_least("max_train_samples", self.max_train_samples, 2)
         check_at_least("preprocessing_num_workers", self.preprocessing_num_workers, 1)

@@ -12,8 +12,14 @@ from transformers import TrainingArguments
 
 from simcse_weince.paths import resolve_data_path
 from simcse_weince.text.arguments import DataArguments
-from simcse_weince.text.data import TextStats, check_text_file, single_row_tail
-from simcse_weince.text.token_cache import format_bytes, prepare_hub_text, prepare_text_files
+from simcse_weince.text.data import TextStats, check_text_file, column_format, single_row_tail
+from simcse_weince.text.token_cache import (
+    format_bytes,
+    prepare_column_files,
+    prepare_hub_columns,
+    prepare_hub_text,
+    prepare_text_files,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -23,15 +29,27 @@ def is_cut_file(path: str, patterns: list[str] | None) -> bool:
     return any(fnmatch.fnmatch(Path(path).name, p) or fnmatch.fnmatch(path, p) for p in patterns or ())
 
 
+def reads_columns(data: DataArguments) -> bool:
+    """Whether the corpus is read by column (``text_columns`` set, or a CSV/TSV/JSON Lines/Parquet file): rows of
+    one text (unsupervised), two (pairs) or more (pairs with hard negatives); else one sentence per line."""
+    return data.text_columns is not None or any(column_format(f) for f in data.train_files or ())
+
+
 def training_files(data: DataArguments) -> list[tuple[Path, bool]]:
-    """The configured local files, each checked to exist (not a folder, not gzip, not named as a column format),
-    with its drop flag."""
+    """The configured local files, each checked to exist (a text file: not a folder, not gzip, not named as a
+    column format; a column file: a file), with its drop flag."""
     files = [resolve_data_path(f) for f in data.train_files or ()]
+    if reads_columns(data):
+        missing = [f for f in files if not Path(f).is_file()]
+        if missing:
+            raise FileNotFoundError(f"training file not found: {missing[0]} (expected a column file or a text file)")
+        return [(Path(f), is_cut_file(f, data.drop_unterminated_last_line)) for f in files]
     return [(check_text_file(f), is_cut_file(f, data.drop_unterminated_last_line)) for f in files]
 
 
 def load_training_sentences(data: DataArguments, tokenizer, stats: TextStats, build: bool = True) -> Dataset:
-    """The training sentences, tokenised: a memory-mapped ``Dataset`` of ``input_ids`` and ``sentence_key``.
+    """The training rows, tokenised: a memory-mapped ``Dataset`` of ``input_ids`` and ``sentence_key`` (and
+    ``input_ids_j``, ``sentence_key_j`` for the positive and hard negatives of rows read by column).
 
     Local files (or the Hub dataset) go through the token cache (:mod:`simcse_weince.text.token_cache`):
     tokenised once by the process allowed to ``build``, memory-mapped by the others and by later runs.
@@ -42,9 +60,16 @@ def load_training_sentences(data: DataArguments, tokenizer, stats: TextStats, bu
         max_rows=data.max_train_samples,
         num_proc=data.preprocessing_num_workers,
     )
+    length, columns, skip = data.max_seq_length, data.text_columns, data.skip_bad_rows
+    if data.train_files and reads_columns(data):
+        return prepare_column_files(training_files(data), columns, tokenizer, length, stats, skip, **common)[0]
     if data.train_files:
-        return prepare_text_files(training_files(data), tokenizer, data.max_seq_length, stats, **common)
-    return prepare_hub_text(data.hub_dataset, data.hub_data_file, tokenizer, data.max_seq_length, stats, **common)
+        return prepare_text_files(training_files(data), tokenizer, length, stats, **common)
+    if columns is not None:
+        return prepare_hub_columns(
+            data.hub_dataset, data.hub_data_file, columns, tokenizer, length, stats, skip, **common
+        )[0]
+    return prepare_hub_text(data.hub_dataset, data.hub_data_file, tokenizer, length, stats, **common)
 
 
 def log_corpus(dataset: Dataset, stats: TextStats, max_length: int) -> None:

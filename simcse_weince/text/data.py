@@ -7,11 +7,13 @@ the first one of each file. A line is stripped of whitespace and of NUL / zero-w
 (:data:`INVISIBLE`) at both ends; blank lines and lines of invisible characters only are skipped and counted
 apart. A file that is not valid UTF-8 stops with an error naming the file and line; a file without sentences is
 an error; a file named as a column format (``.csv``, ``.tsv``, ``.json``, ``.jsonl``, ``.parquet``, also
-compressed) is refused by name (:func:`check_line_format`). A file cut off mid-line (no final newline, e.g. a
+compressed) is never read as lines: the column readers (:mod:`simcse_weince.text.columns`) read it, and
+:func:`check_line_format` decides which reader a file gets. A file cut off mid-line (no final newline, e.g. a
 byte-range sample) can drop that last line on request. Files are read as a stream (:func:`iter_sentences`);
-:func:`tokenize_batch` is the batched tokenisation behind the on-disk token cache
-(:mod:`simcse_weince.text.token_cache`), which stores each sentence's duplicate key beside its ids and skips the
-sentences with no known token (only ``[UNK]``, e.g. emoji for a WordPiece vocabulary, or nothing at all).
+:func:`tokenize_batch` (one column) and :func:`tokenize_columns` (pairs, triplets) are the batched tokenisation
+behind the on-disk token cache (:mod:`simcse_weince.text.token_cache`), which stores each sentence's duplicate key
+beside its ids and skips the sentences (rows) with no known token (only ``[UNK]``, e.g. emoji for a WordPiece
+vocabulary, or nothing at all).
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ class TextStats:
     """What reading and tokenising the training text did, for the log and the saved run report."""
 
     files: list[str] = field(default_factory=list)
-    sentences: int = 0
+    text_columns: list[str] = field(default_factory=list)  # the columns read (anchor, positive, negatives); [] = lines
+    sentences: int = 0  # rows: sentences of a one-column corpus, pairs or triplets of a multi-column one
+    bad_rows_skipped: int = 0  # column files with skip_bad_rows: rows skipped for a bad cell or record
     blank_lines_skipped: int = 0
     invisible_lines_skipped: int = 0  # lines of NUL / zero-width characters only (and whitespace), see INVISIBLE
     unknown_sentences_skipped: int = 0  # no known token: only [UNK] (e.g. emoji) or nothing once tokenised
@@ -79,20 +83,50 @@ def column_format(path: str | Path) -> str | None:
     return COLUMN_FORMATS.get(suffixes[-1]) if suffixes else None
 
 
-def check_line_format(path: str | Path) -> None:
-    """Refuse a training file named as a column format: read line by line, a SimCSE CSV would train on its
-    header and on quoted pairs. The one place that decides how a file is read: a column reader replaces it.
+def is_compressed(path: str | Path) -> bool:
+    """Whether the file's name ends with a compression suffix (:data:`COMPRESSION_SUFFIXES`)."""
+    suffixes = Path(path).suffixes
+    return bool(suffixes) and suffixes[-1].lower() in COMPRESSION_SUFFIXES
+
+
+def check_line_format(
+    path: str | Path, by_column: bool = False, text_columns: Sequence[str] | None = None
+) -> str | None:
+    """How a training file is read, decided by its name: the one place that decides it.
+
+    Read as lines (``by_column`` False: the line reader), a file named as a column format is refused: read line
+    by line, a SimCSE CSV would train on its header and on quoted pairs. Read by column (``by_column``: the
+    column readers of :mod:`simcse_weince.text.columns`, and the configuration's early check), a column format
+    is accepted unless compressed, and a file read as lines is refused when ``text_columns`` names more than one
+    column (it has one sentence per line, no columns).
+
+    Returns:
+        The column format (a :data:`COLUMN_FORMATS` value, e.g. ``"CSV"``), or None for a file read as lines.
 
     Raises:
-        ValueError: names the file and the format.
+        ValueError: names the file, the format and what was expected.
     """
     fmt = column_format(path)
-    if fmt is not None:
+    if not by_column:
+        if fmt is not None:
+            raise ValueError(
+                f"{path} is named as {fmt}: column formats (.csv, .tsv, .json, .jsonl, .parquet) are read by "
+                "column (text_columns), not as plain lines; expected UTF-8 text, one sentence per line (e.g. a .txt "
+                "file)"
+            )
+        return None
+    if fmt is not None and is_compressed(path):
         raise ValueError(
-            f"{path} is named as {fmt}: column formats (.csv, .tsv, .json, .jsonl, .parquet) "
-            "are not read as plain lines (the supervised mode that reads them by column is planned); expected "
-            "UTF-8 text, one sentence per line (e.g. a .txt file)"
+            f"{path} is a compressed {fmt} file: decompress it first; expected an uncompressed .csv, .tsv, .jsonl, "
+            ".json or .parquet file"
         )
+    if fmt is None and text_columns is not None and len(text_columns) > 1:
+        raise ValueError(
+            f"{path} is read as lines, one sentence each, without columns, but text_columns names "
+            f"{len(text_columns)} ({', '.join(text_columns)}); expected a column file (.csv, .tsv, .jsonl, .json, "
+            ".parquet) with those columns"
+        )
+    return fmt
 
 
 def check_text_file(path: str | Path) -> Path:
@@ -301,6 +335,45 @@ def tokenize_batch(texts: Sequence[str | None], tokenizer, max_length: int) -> d
     }
 
 
+def token_column_names(j: int) -> tuple[str, str, str]:
+    """The token cache's columns of text column ``j`` (0: the anchor, 1: the positive, 2...: hard negatives):
+    ``input_ids``, ``sentence_key``, ``truncated`` for ``j = 0``, with the suffix ``_j`` after (``input_ids_1``)."""
+    suffix = f"_{j}" if j else ""
+    return f"input_ids{suffix}", f"sentence_key{suffix}", f"truncated{suffix}"
+
+
+def tokenize_columns(columns: Sequence[Sequence[str]], tokenizer, max_length: int) -> dict[str, list]:
+    """The training columns of a batch of rows of ``len(columns)`` texts each (one sequence per column, cells
+    already normalised and non-empty, see :mod:`simcse_weince.text.columns`), tokenised in one call.
+
+    A row is dropped when one of its cells has no known token (as :func:`tokenize_batch` drops a sentence): its
+    pair or triplet would not be one. Returns, per column ``j``, the three columns of
+    :func:`token_column_names` (ids truncated to ``max_length``, duplicate key, whether the cell was truncated).
+    """
+    n, rows = len(columns), len(columns[0]) if columns else 0
+    names = [token_column_names(j) for j in range(n)]
+    if not rows:
+        return {name: [] for triple in names for name in triple}
+    enc = tokenizer(
+        [cell for col in columns for cell in col],
+        truncation=True,
+        max_length=max_length,
+        padding=False,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
+    ids, encodings = enc["input_ids"], enc.encodings
+    special = set(tokenizer.all_special_ids)
+    kept = [i for i in range(rows) if not any(special.issuperset(ids[j * rows + i]) for j in range(n))]
+    out: dict[str, list] = {}
+    for j, (ids_name, key_name, truncated_name) in enumerate(names):
+        col = [ids[j * rows + i] for i in kept]
+        out[ids_name] = col
+        out[key_name] = [sentence_key(x) for x in col]
+        out[truncated_name] = [bool(encodings[j * rows + i].overflowing) for i in kept]
+    return out
+
+
 def single_row_tail(num_rows: int, batch_size: int, processes: int, gather_across_devices: bool) -> int:
     """How many trailing rows to drop so that no process scores a 1-row batch at the end of an epoch.
 
@@ -327,8 +400,29 @@ class SimCSECollator:
         self.pad_to_multiple_of = pad_to_multiple_of
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        if "input_ids_1" in rows[0]:
+            return self.collate_columns(rows)
         ids = [r["input_ids"] for r in rows]
         batch = self.tokenizer.pad({"input_ids": ids}, pad_to_multiple_of=self.pad_to_multiple_of, return_tensors="pt")
         keys = [r["sentence_key"] if "sentence_key" in r else sentence_key(r["input_ids"]) for r in rows]
         batch["sentence_key"] = torch.tensor(keys, dtype=torch.int64)
         return dict(batch)
+
+    def collate_columns(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        """Rows of n texts (anchor, positive, hard negatives: the token cache's ``input_ids``, ``input_ids_1``,
+        ...): ``input_ids`` and ``attention_mask`` (B, n, L), all texts padded to one length, and
+        ``sentence_key`` (B, n)."""
+        n = 1
+        while f"input_ids_{n}" in rows[0]:
+            n += 1
+        names = [token_column_names(j) for j in range(n)]
+        ids = [r[ids_name] for r in rows for ids_name, _, _ in names]  # row-major: row r's n texts together
+        batch = self.tokenizer.pad({"input_ids": ids}, pad_to_multiple_of=self.pad_to_multiple_of, return_tensors="pt")
+        b = len(rows)
+        out = {k: v.view(b, n, -1) for k, v in batch.items()}
+        keys = [
+            [r[key_name] if key_name in r else sentence_key(r[ids_name]) for ids_name, key_name, _ in names]
+            for r in rows
+        ]
+        out["sentence_key"] = torch.tensor(keys, dtype=torch.int64)
+        return out

@@ -91,7 +91,14 @@ class SimCSEModel(nn.Module):
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """Encode the batch twice in one forward; returns ``anchors`` and ``positives`` (B, H)."""
+        """One forward over the batch; returns ``anchors`` and ``positives`` (B, H), and ``negatives`` (k, B, H).
+
+        Unsupervised rows, ``input_ids`` (B, L): each sentence is encoded twice (two dropout views, SimCSE).
+        Supervised rows, ``input_ids`` (B, n, L) with n = 2 + k texts per row (anchor, positive, k hard
+        negatives: the collator's layout): each text once, all B·n in one forward (SimCSE's supervised mode).
+        """
+        if input_ids.ndim == 3:
+            return self._forward_rows(input_ids, attention_mask, token_type_ids)
         b = input_ids.shape[0]
         ids = torch.cat([input_ids, input_ids])  # (2B, L): one forward, two dropout views
         mask = torch.cat([attention_mask, attention_mask])
@@ -100,6 +107,24 @@ class SimCSEModel(nn.Module):
         if self.mlp is not None:
             z = self.mlp(z)
         return {"anchors": z[:b], "positives": z[b:]}
+
+    def _forward_rows(self, input_ids, attention_mask, token_type_ids) -> dict[str, torch.Tensor]:
+        b, n, length = input_ids.shape
+        if n < 2:
+            raise ValueError(
+                f"supervised rows need at least 2 texts (anchor, positive), got input_ids {tuple(input_ids.shape)}"
+            )
+        flat = input_ids.transpose(0, 1).reshape(n * b, length)  # (n·B, L), column-major: all anchors first
+        mask = attention_mask.transpose(0, 1).reshape(n * b, length)
+        tti = None if token_type_ids is None else token_type_ids.transpose(0, 1).reshape(n * b, length)
+        z = self._pooled(self.pooler, flat, mask, tti)  # (n·B, H)
+        if self.mlp is not None:
+            z = self.mlp(z)
+        z = z.view(n, b, -1)
+        views = {"anchors": z[0], "positives": z[1]}
+        if n > 2:
+            views["negatives"] = z[2:]  # (k, B, H)
+        return views
 
     @torch.no_grad()
     def encode(

@@ -9,6 +9,14 @@ three columns: ``input_ids`` (int32 lists), ``sentence_key`` (the duplicate key 
 Sentences with no known token (only ``[UNK]``) are not stored; they are counted, and a corpus left with no
 sentence is an error.
 
+Column files (:func:`prepare_column_files`: CSV, TSV, JSON Lines, Parquet, read by
+:mod:`simcse_weince.text.columns`; :func:`prepare_hub_columns` for a Hub dataset's named columns) go through the
+same cache. A one-column corpus has the three columns above, the rows a text file of the same sentences gives. A
+corpus of ``n`` text columns (anchor, positive, hard negatives) has those three for each column ``j``, suffixed
+``_j`` after the first (:func:`~simcse_weince.text.data.token_column_names`): ``input_ids``, ``sentence_key``,
+``truncated``, ``input_ids_1``, ``sentence_key_1``, ``truncated_1``, ...; a row with a cell of no known token is not
+stored. The key of a column file adds its format, the columns read and ``skip_bad_rows``.
+
 The folder's name is a hash of everything the rows depend on: each file's absolute path, size and
 modification time (and whether its unterminated last line is dropped), the tokenizer's vocabulary and
 pipeline, ``max_length`` and the cache's format version. Anything else changes the name and a new cache is
@@ -38,6 +46,15 @@ from pathlib import Path
 import datasets
 import numpy as np
 
+from simcse_weince.text.columns import (
+    ColumnFile,
+    check_text_columns,
+    choose_columns,
+    hub_rows,
+    open_column_file,
+    read_part,
+    scan,
+)
 from simcse_weince.text.data import (
     TextStats,
     check_fast,
@@ -46,28 +63,42 @@ from simcse_weince.text.data import (
     iter_range_sentences,
     keep_sentences,
     line_ranges,
+    token_column_names,
     tokenize_batch,
+    tokenize_columns,
 )
 
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT = 2  # bump when the columns or their meaning change: old caches are then ignored
-# 2: lines split at \n only; invisible-only lines and sentences with no known token (only [UNK]) skipped
+# 2: lines split at \n only; invisible-only lines and sentences with no known token (only [UNK]) skipped.
+# Multi-column caches (input_ids_1, ...) came without a bump: the one-column rows did not change.
 PART_BYTES = 1 << 25  # text tokenised per part (32 MB, ~250k Wikipedia lines): the build's text in memory
-TOKEN_FEATURES = datasets.Features(
-    {
-        "input_ids": datasets.List(datasets.Value("int32")),
-        "sentence_key": datasets.Value("int64"),
-        "truncated": datasets.Value("bool"),
-    }
-)
+
+
+def token_features(columns: int = 1) -> datasets.Features:
+    """The cache's features for ``columns`` text columns (:func:`~simcse_weince.text.data.token_column_names`)."""
+    features = {}
+    for j in range(columns):
+        ids, key, truncated = token_column_names(j)
+        features |= {
+            ids: datasets.List(datasets.Value("int32")),
+            key: datasets.Value("int64"),
+            truncated: datasets.Value("bool"),
+        }
+    return datasets.Features(features)
+
+
+TOKEN_FEATURES = token_features(1)
 READ_STATS = (
     "files",
+    "text_columns",
     "sentences",
     "blank_lines_skipped",
     "invisible_lines_skipped",
     "unknown_sentences_skipped",
     "unterminated_lines_dropped",
+    "bad_rows_skipped",
 )
 # Sentences per tokenizer call, and so rows per Arrow record batch written. Large record batches matter to
 # every reader: opening an IPC stream reads each batch's header and faults in the pages around it, so small
@@ -75,6 +106,7 @@ READ_STATS = (
 MAP_BATCH = 10_000
 WRITER_BATCH = 10_000  # rows per record batch when the map writes row by row
 HUB_PART_ROWS = 250_000  # rows of a Hub dataset per part (~ PART_BYTES of Wikipedia lines)
+PART_ROWS = HUB_PART_ROWS  # rows of a Parquet file per part
 CACHE_NAME = re.compile(r"[0-9a-f]{24}")  # see cache_folder
 BUILD_NAME = re.compile(r"\.([0-9a-f]{24})\..+")  # the temporary folder of a build (build_cache's mkdtemp)
 
@@ -161,6 +193,26 @@ def _map_tokenize(batch: dict, tokenizer, max_length: int) -> dict:
     return tokenize_batch(texts, tokenizer, max_length)
 
 
+def _map_tokenize_columns(batch: dict, tokenizer, max_length: int) -> dict:
+    return tokenize_columns(list(batch.values()), tokenizer, max_length)  # the text columns, in order
+
+
+def _as_text(columns: list[list[str]]) -> datasets.Dataset:
+    """One part's cells (one list per column) as an in-memory dataset of text columns, in order."""
+    return datasets.Dataset.from_dict({f"text_{j}": col for j, col in enumerate(columns)})
+
+
+def _column_part(cf: ColumnFile, start: int, stop: int, line: int, skip_bad_rows: bool) -> datasets.Dataset:
+    return _as_text(read_part(cf, start, stop, line, skip_bad_rows))
+
+
+def _hub_columns(
+    ds: datasets.Dataset, columns: list[str], start: int, stop: int, where: str, skip: bool, read: TextStats
+) -> datasets.Dataset:
+    """Rows ``[start, stop)`` of a Hub dataset's text columns, checked and counted in ``read``."""
+    return _as_text(hub_rows(ds.select_columns(columns)[start:stop], columns, start, where, skip, read))
+
+
 def build_cache(
     folder: Path,
     parts: Sequence[Callable[[], datasets.Dataset]],
@@ -169,11 +221,13 @@ def build_cache(
     read: TextStats,
     key: dict,
     num_proc: int | None = None,
+    columns: int = 1,
 ) -> None:
     """Tokenise the text of ``parts`` into ``folder``, one Arrow file of tokens per part, in order.
 
-    Each part returns a dataset of one text column of sentences (blank and invisible lines already skipped and
-    counted in ``read``, by the reading pass or by the part itself); the map tokenises it to
+    Each part returns a dataset of ``columns`` text columns (one: sentences; more: the cells of pairs or
+    triplets), blank and invisible lines and bad rows already skipped and counted in ``read``, by the reading
+    pass or by the part itself; the map tokenises it (:func:`token_features`) to
     ``tokens-<part>.arrow`` and the part's text is released before the next one, so a build holds the text of
     one part at a time. Everything is written to a temporary sibling of ``folder`` that is renamed into place
     when complete; if another builder got there first, its copy is kept and this one discarded. ``stats.json``
@@ -191,12 +245,12 @@ def build_cache(
             if not len(text):  # a part of blank lines only
                 continue
             tokens = text.map(
-                _map_tokenize,
+                _map_tokenize if columns == 1 else _map_tokenize_columns,
                 batched=True,
                 batch_size=MAP_BATCH,
                 writer_batch_size=WRITER_BATCH,
                 remove_columns=text.column_names,
-                features=TOKEN_FEATURES,
+                features=TOKEN_FEATURES if columns == 1 else token_features(columns),
                 fn_kwargs={"tokenizer": tokenizer, "max_length": max_length},
                 cache_file_name=str(tmp / f"tokens-{i:05d}.arrow"),
                 load_from_cache_file=False,
@@ -211,6 +265,13 @@ def build_cache(
                 truncated + count_truncated(tokens),
             )
             del text, tokens  # released: the next part's text replaces this one's
+        if not rows and columns > 1:
+            raise ValueError(
+                f"no usable row in {', '.join(read.files)}: {source_rows} row(s) read, none with a token known to "
+                f"the tokenizer {getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__} in every "
+                "column (only [UNK], e.g. emoji or a script outside its vocabulary, or nothing once normalised); "
+                "expected text in the tokenizer's language"
+            )
         if not rows:
             raise ValueError(
                 f"no usable sentence in {', '.join(read.files)}: {source_rows} sentence(s) read, none with a token "
@@ -233,30 +294,41 @@ def build_cache(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def truncated_columns(ds: datasets.Dataset) -> list[str]:
+    """The ``truncated`` flags of a cache's rows, one per text column."""
+    return [token_column_names(j)[2] for j in range(num_text_columns(ds))]
+
+
+def num_text_columns(ds: datasets.Dataset) -> int:
+    """How many text columns the token rows hold: 1 (sentences), 2 (pairs), 3 or more (hard negatives)."""
+    return sum(token_column_names(j)[0] in ds.column_names for j in range(len(ds.column_names)))
+
+
 def count_truncated(ds: datasets.Dataset) -> int:
-    """How many rows have ``truncated`` set, read in column batches from the memory map."""
-    total = 0
-    for batch in ds.select_columns(["truncated"]).with_format("numpy").iter(batch_size=WRITER_BATCH * 10):
-        total += int(np.count_nonzero(batch["truncated"]))
+    """How many sentences (cells) have ``truncated`` set, read in column batches from the memory map."""
+    total, names = 0, truncated_columns(ds)
+    for batch in ds.select_columns(names).with_format("numpy").iter(batch_size=WRITER_BATCH * 10):
+        total += sum(int(np.count_nonzero(batch[n])) for n in names)
     return total
 
 
 def finish(ds: datasets.Dataset, stats: TextStats, max_rows: int | None) -> datasets.Dataset:
-    """The first ``max_rows`` rows (all by default) as training rows: ``input_ids`` and ``sentence_key``.
+    """The first ``max_rows`` rows (all by default) as training rows: ``input_ids`` and ``sentence_key`` (and
+    ``input_ids_j``, ``sentence_key_j`` for the further text columns).
 
-    ``stats.truncated`` counts the truncated sentences among the rows kept.
+    ``stats.truncated`` counts the truncated sentences (cells) among the rows kept.
     """
     if max_rows is not None and max_rows < len(ds):
         ds = ds.select(range(max_rows))  # a contiguous slice of the memory map: nothing is copied
     stats.truncated = count_truncated(ds)
-    return ds.remove_columns(["truncated"])
+    return ds.remove_columns(truncated_columns(ds))
 
 
 def _open(folder: Path, stats: TextStats, max_rows: int | None, reused: bool) -> datasets.Dataset:
     """The cache's rows (see :func:`finish`), with its saved reading counts copied into ``stats``."""
     ds, saved = load_cache(folder)
     for name in READ_STATS:
-        setattr(stats, name, saved.get(name, 0))
+        setattr(stats, name, saved.get(name, getattr(TextStats(), name)))
     stats.cache_dir, stats.cache_reused, stats.cache_bytes = str(folder), reused, folder_bytes(folder)
     if reused:
         logger.info(
@@ -357,6 +429,145 @@ def prepare_hub_text(  # pragma: no cover - needs the Hub
         build_cache(folder, parts, tokenizer, max_length, read, key, num_proc)
         log_cache_root(root)
     return _open(folder, stats, max_rows, reused)
+
+
+def prepare_column_files(
+    files: Sequence[tuple[str | Path, bool]],
+    columns: Sequence[str] | None,
+    tokenizer,
+    max_length: int,
+    stats: TextStats,
+    skip_bad_rows: bool = False,
+    cache_root: str | Path | None = None,
+    build: bool = True,
+    max_rows: int | None = None,
+    num_proc: int | None = None,
+) -> tuple[datasets.Dataset, int]:
+    """The tokenised rows of local column files (CSV, TSV, JSON Lines, Parquet; text files too when one column
+    is read), from their cache (built first when missing). Reading: :mod:`simcse_weince.text.columns`.
+
+    Args:
+        files: ``(path, drop_unterminated_last_line)`` per file, in order; the format follows the name
+            (:func:`~simcse_weince.text.data.check_line_format`); the flag applies to text, CSV, TSV and JSON Lines.
+        columns: ``text_columns``: the columns to read, in order (anchor, positive, hard negatives); None: SimCSE's
+            ``sent0``, ``sent1`` (, ``hard_neg``) when present, else a one-column file's only column
+            (:func:`~simcse_weince.text.columns.choose_columns`). Every file must give the same number.
+        tokenizer: a fast tokenizer.
+        max_length: ids per sentence at most, ``[CLS]`` and ``[SEP]`` included.
+        stats: filled with the counts of reading and tokenising (reloaded from the cache on a hit); ``sentences``
+            counts rows, ``text_columns`` names the columns read, ``bad_rows_skipped`` the rows skipped.
+        skip_bad_rows: skip and count bad rows instead of stopping at the first one.
+        cache_root, build, max_rows, num_proc: as :func:`prepare_text_files`.
+
+    Returns:
+        A memory-mapped ``Dataset`` and its number ``n`` of text columns: ``input_ids`` and ``sentence_key`` (the
+        anchor), then ``input_ids_j`` and ``sentence_key_j`` for ``j = 1 .. n - 1`` (the positive, then the hard
+        negatives). With ``n = 1`` the rows are those :func:`prepare_text_files` gives for the same sentences,
+        and a corpus of text files only is the same cache.
+
+    Raises:
+        FileNotFoundError, IsADirectoryError, ValueError: a file missing or unreadable, a bad row (one line naming
+            ``file:line``), files giving different numbers of columns, no usable row.
+        CacheNotBuiltError: ``build`` is False and there is no cache after the files were found valid.
+    """
+    if columns is not None:
+        columns = check_text_columns(columns)
+    opened = [open_column_file(p, bool(drop), columns) for p, drop in files]
+    if not opened:
+        raise ValueError("no training file given; expected at least one text or column file")
+    n = check_same_width(opened)
+    key = cache_key([cf.identity(skip_bad_rows) for cf in opened], tokenizer, max_length)
+    root = Path(cache_root) if cache_root else default_cache_root()
+    folder = cache_folder(root, key)
+    if is_complete(folder):
+        return _open(folder, stats, max_rows, reused=True), n
+    read = TextStats(text_columns=next((cf.columns for cf in opened if cf.columns), []))
+    plans = [(cf, scan(cf, skip_bad_rows, read, PART_BYTES, PART_ROWS)) for cf in opened]  # every process checks
+    if not build:
+        raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
+    root.mkdir(parents=True, exist_ok=True)
+    logger.info(
+        "tokenising %d rows of %d text column(s) %s (max_length %d) into %s",
+        read.sentences,
+        n,
+        ", ".join(read.text_columns) or "(lines)",
+        max_length,
+        folder,
+    )
+    parts = [
+        functools.partial(_range_text, cf.path, start, stop, cf.drop_unterminated_last_line)
+        if cf.fmt is None
+        else functools.partial(_column_part, cf, start, stop, line, skip_bad_rows)
+        for cf, ranges in plans
+        for start, stop, line in ranges
+    ]
+    build_cache(folder, parts, tokenizer, max_length, read, key, num_proc, columns=n)
+    log_cache_root(root)
+    return _open(folder, stats, max_rows, reused=False), n
+
+
+def check_same_width(opened: Sequence[ColumnFile]) -> int:
+    """The number of text columns every file gives.
+
+    Raises:
+        ValueError: two files give different numbers (names both and their columns).
+    """
+    first = opened[0]
+    for cf in opened[1:]:
+        if cf.width != first.width:
+            raise ValueError(
+                f"{first.path} gives {first.width} text column(s) ({', '.join(first.columns) or 'one per line'}), "
+                f"{cf.path} {cf.width} ({', '.join(cf.columns) or 'one per line'}); expected the same number in "
+                "every training file (set text_columns)"
+            )
+    return first.width
+
+
+def prepare_hub_columns(
+    name: str,
+    data_file: str | None,
+    columns: Sequence[str] | None,
+    tokenizer,
+    max_length: int,
+    stats: TextStats,
+    skip_bad_rows: bool = False,
+    cache_root: str | Path | None = None,
+    build: bool = True,
+    max_rows: int | None = None,
+    num_proc: int | None = None,
+) -> tuple[datasets.Dataset, int]:
+    """The tokenised rows of a Hub dataset's named text columns (e.g. ``princeton-nlp/datasets-for-simcse`` /
+    ``nli_for_simcse.csv``: ``sent0``, ``sent1``, ``hard_neg`` by default), through the same cache; the columns,
+    cells, bad rows (``hub:NAME/FILE: row N``) and returned schema as :func:`prepare_column_files`."""
+    from datasets import load_dataset
+
+    ds = load_dataset(name, data_files=data_file, split="train") if data_file else load_dataset(name, split="train")
+    where = f"hub:{name}" + (f"/{data_file}" if data_file else "")
+    cols = choose_columns(ds.column_names, check_text_columns(columns) if columns is not None else None, where)
+    for c in cols:
+        feature = ds.features[c]
+        if getattr(feature, "dtype", None) not in ("string", "large_string", "null"):
+            raise ValueError(f"{where}: the column {c!r} holds {feature}; expected text (strings)")
+    source = {"hub": name, "data_file": data_file, "columns": cols, "skip_bad_rows": skip_bad_rows,
+              "fingerprint": ds._fingerprint}  # fmt: skip
+    key = cache_key([source], tokenizer, max_length)
+    root = Path(cache_root) if cache_root else default_cache_root()
+    folder = cache_folder(root, key)
+    reused = is_complete(folder)
+    if not reused:
+        if not build:
+            raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
+        root.mkdir(parents=True, exist_ok=True)
+        read = TextStats(files=[where], text_columns=cols)
+        parts = [
+            functools.partial(
+                _hub_columns, ds, cols, start, min(start + HUB_PART_ROWS, len(ds)), where, skip_bad_rows, read
+            )
+            for start in range(0, len(ds), HUB_PART_ROWS)
+        ]
+        build_cache(folder, parts, tokenizer, max_length, read, key, num_proc, columns=len(cols))
+        log_cache_root(root)
+    return _open(folder, stats, max_rows, reused), len(cols)
 
 
 # ---- what the caches hold on disk, and removing them ---------------------------------------------------------

@@ -20,7 +20,7 @@ from torch import nn
 
 from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import STSTask
-from simcse_weince.losses.duplicates import duplicate_mask
+from simcse_weince.losses.duplicates import duplicate_mask, supervised_duplicate_mask
 from simcse_weince.text.encoder import SimCSEEncoder
 from simcse_weince.training.trainer import ContrastiveTrainer
 
@@ -96,6 +96,10 @@ class SimCSETrainer(ContrastiveTrainer):
         keys = inputs.pop("sentence_key", None)
         if not self.mask_duplicates or keys is None:
             return None, {}
-        mask = duplicate_mask(keys, self.contrastive_loss.gather_across_devices)
+        gathered = self.contrastive_loss.gather_across_devices
+        if keys.ndim == 2:  # supervised rows (B, n): anchor, positive, hard negatives
+            mask = supervised_duplicate_mask(keys[:, 0], keys[:, 1], list(keys[:, 2:].T), gathered)
+            return mask, {"duplicates_masked_per_step": mask.sum().float()}
+        mask = duplicate_mask(keys, gathered)
         # pairs masked beyond each anchor's own positive
         return mask, {"duplicates_masked_per_step": (mask.sum() - keys.numel()).float()}

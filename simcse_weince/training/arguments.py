@@ -54,10 +54,14 @@ class _LossArgumentsMethods:
     def build(self, layout: Layout = "simcse") -> InfoNCELoss | WeinceLoss:
         """The loss module, with these knobs, ``layout`` and ``gather_across_devices``."""
         config = self.weince_config()
-        gather = self.gather_across_devices
+        common = dict(layout=layout, gather_across_devices=self.gather_across_devices)
+        if layout == "simcse":  # the weight of each anchor's own hard negatives exists in SimCSE's layout only
+            common["hard_negative_weight"] = self.hard_negative_weight
+        elif self.hard_negative_weight:
+            raise ValueError(f"hard_negative_weight applies to text rows with hard negatives; got it for {layout!r}")
         if self.loss == "infonce":
-            return InfoNCELoss(config.temperature, layout=layout, gather_across_devices=gather)
-        return WeinceLoss(config=config, layout=layout, gather_across_devices=gather)
+            return InfoNCELoss(config.temperature, **common)
+        return WeinceLoss(config=config, **common)
 
 
 def _loss_argument_fields() -> list[tuple[str, Any, Any]]:
@@ -73,6 +77,17 @@ def _loss_argument_fields() -> list[tuple[str, Any, Any]]:
         *knobs,
         ("gather_across_devices", bool, field(default=True, metadata={"help": "Negatives from all processes."})),
         ("mask_duplicates", bool, field(default=True, metadata={"help": "Identical sentences are not negatives."})),
+        (
+            "hard_negative_weight",
+            float,
+            field(
+                default=0.0,
+                metadata={
+                    "help": "SimCSE's hard_negative_weight: added to the logit of each anchor's own hard negative(s) "
+                    "(supervised rows; 0, SimCSE's default, adds nothing)."
+                },
+            ),
+        ),
     ]
 
 

@@ -15,6 +15,10 @@ so a step is:
 3. re-embed each chunk **with** gradient from its recorded generator state — the same dropout masks, hence the
    same embeddings — and back-propagate ``⟨f_θ(X_chunk), G_chunk⟩``.
 
+``Z`` is every view of the batch: anchors and positives (B, D) and, for SimCSE's supervised rows, the hard
+negatives (k, B, D), whose rows sit on dim 1 (the chunks' negatives are concatenated there, so the full batch
+has the uncached layout); the inner product sums over all of them.
+
 Step 3 runs in a backward hook on the loss that :func:`cached_contrastive_loss` returns, so it is driven by
 the caller's own backward: the Trainer's ``accelerator.backward(loss / gradient_accumulation_steps)``,
 through the fp16 gradient scaler, hands the hook ``grad_output = d(backpropagated value)/d(loss)``, which
@@ -37,8 +41,14 @@ from typing import Any
 import torch
 from torch import nn
 
-Embed = Callable[[dict[str, Any]], tuple[torch.Tensor, torch.Tensor]]
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# Hard negatives of a chunk: a (k, b, D) tensor or k tensors of (b, D) (the losses' ``Negatives``).
+Negatives = torch.Tensor | Sequence[torch.Tensor]
+# embed(chunk) -> (anchors, positives) or (anchors, positives, negatives or None).
+Embed = Callable[
+    [dict[str, Any]], tuple[torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, Negatives | None]
+]
+# loss_fn(anchors, positives) or, with negatives, loss_fn(anchors, positives, negatives=(k, B, D)).
+LossFn = Callable[..., torch.Tensor]
 ReplayContext = Callable[[bool], AbstractContextManager]
 
 
@@ -128,20 +138,41 @@ def _loss_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
+def _chunk_views(out: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``embed``'s answer for a chunk as (anchors, positives, negatives): negatives a (k, b, D) tensor or None."""
+    if len(out) not in (2, 3):
+        raise ValueError(
+            f"embed(chunk) must return (anchors, positives) or (anchors, positives, negatives); got {len(out)} values"
+        )
+    anchors, positives, negatives = (*out, None) if len(out) == 2 else out
+    if negatives is not None and not isinstance(negatives, torch.Tensor):
+        negatives = torch.stack(list(negatives)) if len(negatives) else anchors.new_zeros((0, *anchors.shape))
+    if negatives is not None and (negatives.ndim != 3 or negatives.shape[1:] != anchors.shape):
+        raise ValueError(
+            f"a chunk's negatives must be (k, b, D) with anchors (b, D) = {tuple(anchors.shape)}; got "
+            f"{tuple(negatives.shape)}"
+        )
+    return anchors, positives, negatives
+
+
 def cached_contrastive_loss(
     embed: Embed,
     chunks: Sequence[dict[str, Any]],
     loss_fn: LossFn,
     replay_context: ReplayContext | None = None,
     batch_norm: Sequence[nn.Module] = (),
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, ...]:
     """The contrastive loss of a batch given as ``chunks``, with a gradient-cached backward.
 
     Args:
         embed: ``embed(chunk) -> (anchors, positives)``, each (b, D): the model's two views of a chunk of b
-            examples (one forward; its dropout draws from the global generators).
+            examples (one forward; its dropout draws from the global generators); or
+            ``(anchors, positives, negatives)`` with the chunk's hard negatives, a (k, b, D) tensor or k
+            tensors of (b, D) (SimCSE's supervised rows), or ``None`` (none; the same k in every chunk).
         chunks: the batch, cut into chunks of examples (:func:`split_batch`).
-        loss_fn: ``loss_fn(anchors, positives) -> 0-d loss`` of the full batch, (B, D) each, B = Σ b.
+        loss_fn: ``loss_fn(anchors, positives) -> 0-d loss`` of the full batch, (B, D) each, B = Σ b; with
+            negatives, ``loss_fn(anchors, positives, negatives=...)``, negatives (k, B, D) (the chunks'
+            concatenated along dim 1: the uncached batch's layout).
         replay_context: ``replay_context(last) -> context manager`` entered around each chunk's forward and
             backward in step 3 (``last`` is True for the final chunk): autocast, and DDP's ``no_sync`` for all
             but the last chunk so that gradients are all-reduced once.
@@ -149,43 +180,66 @@ def cached_contrastive_loss(
             step 3 updates them).
 
     Returns:
-        ``(loss, anchors, positives)``: ``loss`` is a 0-d tensor equal to ``loss_fn`` of the whole batch
-        that requires grad; calling ``backward`` on any function of it re-embeds each chunk with gradient and
-        accumulates ``∂/∂θ ⟨f_θ(X_chunk), grad_output · G_chunk⟩`` into the parameters' ``.grad``.
-        ``anchors`` and ``positives`` (B, D) are detached.
+        ``(loss, anchors, positives)``, or ``(loss, anchors, positives, negatives)`` when ``embed`` returns
+        three values: ``loss`` is a 0-d tensor equal to ``loss_fn`` of the whole batch that requires grad;
+        calling ``backward`` on any function of it re-embeds each chunk with gradient and accumulates
+        ``∂/∂θ ⟨f_θ(X_chunk), grad_output · G_chunk⟩`` (summed over every view) into the parameters'
+        ``.grad``. ``anchors`` and ``positives`` (B, D) and ``negatives`` (k, B, D, or ``None``) are detached.
     """
     if not chunks:
         raise ValueError("gradient caching needs at least one chunk")
     states: list[RngState] = []
-    anchors, positives = [], []
+    anchors, positives, negatives = [], [], []
+    three = set()  # whether embed returned negatives (or None) as a third value
     with torch.no_grad(), unchanged_buffers(batch_norm):
         for chunk in chunks:
             states.append(RngState(cuda_devices(chunk)))
-            a, p = embed(chunk)  # (b, D) each
+            out = embed(chunk)
+            three.add(len(out) == 3)
+            a, p, n = _chunk_views(out)  # (b, D) each; (k, b, D) or None
             anchors.append(a)
             positives.append(p)
+            negatives.append(n)
+    kinds = {None if n is None else n.shape[0] for n in negatives}
+    if len(kinds) != 1 or len(three) != 1:
+        raise ValueError(f"every chunk must have the same views; got negative columns {kinds}")
     a_all = torch.cat(anchors)  # (B, D)
     p_all = torch.cat(positives)
+    n_all = None if negatives[0] is None else torch.cat(negatives, dim=1)  # (k, B, D): rows on dim 1
     dtype = _loss_dtype(a_all.dtype)
     a_leaf = a_all.detach().to(dtype).requires_grad_()
     p_leaf = p_all.detach().to(dtype).requires_grad_()
     with torch.enable_grad():
-        loss = loss_fn(a_leaf, p_leaf)
-        grad_a, grad_p = torch.autograd.grad(loss, [a_leaf, p_leaf])  # G = ∂L/∂Z, (B, D) each
+        if n_all is None:
+            loss = loss_fn(a_leaf, p_leaf)
+            grad_a, grad_p = torch.autograd.grad(loss, [a_leaf, p_leaf])  # G = ∂L/∂Z, (B, D) each
+            grad_n = None
+        else:
+            n_leaf = n_all.detach().to(dtype).requires_grad_()
+            loss = loss_fn(a_leaf, p_leaf, negatives=n_leaf)
+            # k = 0 leaves the negatives out of the graph: their (empty) gradient is materialised as zeros.
+            grad_a, grad_p, grad_n = torch.autograd.grad(
+                loss, [a_leaf, p_leaf, n_leaf], allow_unused=True, materialize_grads=True
+            )
     sizes = [a.shape[0] for a in anchors]
-    cached = list(zip(grad_a.split(sizes), grad_p.split(sizes), strict=True))
+    grads_n = [None] * len(chunks) if grad_n is None else list(grad_n.split(sizes, dim=1))
+    cached = list(zip(grad_a.split(sizes), grad_p.split(sizes), grads_n, strict=True))
     context = replay_context or (lambda last: nullcontext())
 
     def replay(grad_output: torch.Tensor) -> None:
         with torch.enable_grad():
-            for i, (chunk, state, (ga, gp)) in enumerate(zip(chunks, states, cached, strict=True)):
+            for i, (chunk, state, (ga, gp, gn)) in enumerate(zip(chunks, states, cached, strict=True)):
                 with context(i == len(chunks) - 1), state.replay():
-                    a, p = embed(chunk)
+                    a, p, n = _chunk_views(embed(chunk))
                     # ⟨f_θ(X_chunk), G_chunk⟩ in float32: the fp16/bf16 → float32 cast is part of the graph, as
                     # in the uncached loss, so the scaled gradient meets low precision only at that cast.
                     surrogate = (a.to(ga.dtype) * ga).sum() + (p.to(gp.dtype) * gp).sum()
+                    if gn is not None:
+                        surrogate = surrogate + (n.to(gn.dtype) * gn).sum()  # every negative column
                     torch.autograd.backward(surrogate, grad_output.to(surrogate.dtype))
 
     out = loss.detach().requires_grad_()
     out.register_hook(replay)
+    if three.pop():
+        return out, a_all.detach(), p_all.detach(), None if n_all is None else n_all.detach()
     return out, a_all.detach(), p_all.detach()

@@ -259,6 +259,7 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
         "train_seconds_trainer": out.metrics.get("train_runtime") if out else None,
         "train_loss": out.training_loss if out else None,
         "mean_lambda": sum(v for _, v in curve) / len(curve) if curve else None,
+        "mean_lambda_frac_gt_half": log_mean(trainer.state.log_history, "lambda_frac_gt_half"),
         "lambda_curve": curve,
         **{f"mean_{key}": log_mean(trainer.state.log_history, f"{key}_mean") for key in ("delta_aic", "rho", "beta")},
     }

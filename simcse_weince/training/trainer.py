@@ -2,7 +2,8 @@
 
 It overrides only Trainer hooks:
 
-* ``compute_loss`` — ``embed_views`` (model + batch -> ``anchors``, ``positives``), ``negative_mask`` (which
+* ``compute_loss`` — ``embed_views`` (model + batch -> ``anchors``, ``positives``, and ``negatives`` for rows
+  with hard negatives), ``negative_mask`` (which
   candidates are known false negatives, e.g. duplicate sentences), then the contrastive loss; the loss's
   per-batch diagnostics are accumulated (0-d tensors, no host sync per step). With
   ``gradient_cache_chunk_size`` set, training batches larger than a chunk are embedded chunk by chunk and
@@ -66,7 +67,8 @@ class ContrastiveTrainer(Trainer):
 
     # ---- training hooks ---------------------------------------------------------------------------------
     def embed_views(self, model: nn.Module, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
-        """The two views of the batch: ``{"anchors": (B, D), "positives": (B, D)}``."""
+        """The views of the batch: ``{"anchors": (B, D), "positives": (B, D)}``, plus ``"negatives"`` (k, B, D)
+        for rows with hard negatives (SimCSE's supervised layout)."""
         return model(**inputs)
 
     def negative_mask(self, inputs: dict[str, Any]) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
@@ -83,7 +85,9 @@ class ContrastiveTrainer(Trainer):
         if chunks is None:
             views = self.embed_views(model, inputs)
             with torch.profiler.record_function("loss"):  # a label in profiles (bench/train_throughput.py --profile)
-                loss = self.contrastive_loss(views["anchors"], views["positives"], negative_mask=negative_mask)
+                loss = self.contrastive_loss(
+                    views["anchors"], views["positives"], negative_mask=negative_mask, negatives=views.get("negatives")
+                )
         else:
             loss, views = self.cached_loss(model, chunks, negative_mask)
         if model.training:
@@ -103,8 +107,9 @@ class ContrastiveTrainer(Trainer):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The full-batch loss over ``chunks`` with a gradient-cached backward, and the detached views.
 
-        The chunks are embedded without gradient (``embed_views`` on each), the loss and its gradient with
-        respect to the embeddings are computed once over the whole batch, and the returned loss's backward
+        The chunks are embedded without gradient (``embed_views`` on each: anchors, positives and, for
+        supervised rows, negatives (k, b, D), concatenated along their row dim 1), the loss and its gradient
+        with respect to every view are computed once over the whole batch, and the returned loss's backward
         re-embeds every chunk with its recorded dropout masks (under autocast, and DDP's ``no_sync`` for all
         but the last chunk) and back-propagates the cached gradients.
         """
@@ -119,13 +124,15 @@ class ContrastiveTrainer(Trainer):
                     len(norm_layers),
                 )
 
-        def embed(chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        def embed(chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
             views = self.embed_views(model, chunk)
-            return views["anchors"], views["positives"]
+            return views["anchors"], views["positives"], views.get("negatives")
 
-        def loss_fn(anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+        def loss_fn(
+            anchors: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor | None = None
+        ) -> torch.Tensor:
             with torch.profiler.record_function("loss"):
-                return self.contrastive_loss(anchors, positives, negative_mask=negative_mask)
+                return self.contrastive_loss(anchors, positives, negative_mask=negative_mask, negatives=negatives)
 
         def replay_context(last: bool) -> AbstractContextManager:
             # The replay runs inside the Trainer's backward, outside compute_loss's autocast: enter it again.
@@ -137,8 +144,13 @@ class ContrastiveTrainer(Trainer):
                 stack.enter_context(self.accelerator.no_sync(model))
             return stack
 
-        loss, anchors, positives = cached_contrastive_loss(embed, chunks, loss_fn, replay_context, norm_layers)
-        return loss, {"anchors": anchors, "positives": positives}
+        loss, anchors, positives, negatives = cached_contrastive_loss(
+            embed, chunks, loss_fn, replay_context, norm_layers
+        )
+        views = {"anchors": anchors, "positives": positives}
+        if negatives is not None:
+            views["negatives"] = negatives
+        return loss, views
 
     @torch.no_grad()
     def accumulate_diagnostics(self, extra: dict[str, torch.Tensor] | None = None) -> None:

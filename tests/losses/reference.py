@@ -1,7 +1,12 @@
-"""A per-anchor loop reference of WEINCE written directly from the spec, in plain NumPy (float64).
+"""Per-anchor loop references written directly from the papers, in plain NumPy (float64).
 
-Deliberately independent of the vectorised code: ``np.polyfit`` for the fits, Python loops over anchors,
-``sorted`` for quantiles and the tail.
+* :func:`reference_weince`: WEINCE from the spec, in the SimCSE, supervised (hard negatives) and NT-Xent
+  layouts;
+* :func:`reference_simcse_supervised`: SimCSE's supervised loss (Gao et al. 2021, eq. 5, with the
+  ``hard_negative_weight`` of its code).
+
+Deliberately independent of the vectorised code: ``np.polyfit`` for the fits, Python loops over anchors
+and candidates, ``sorted`` for quantiles and the tail.
 """
 
 from __future__ import annotations
@@ -21,10 +26,46 @@ def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(slope), sse
 
 
+def _cos(u: np.ndarray, v: np.ndarray) -> float:
+    return float(np.dot(u, v) / max(np.linalg.norm(u) * np.linalg.norm(v), 1e-12))
+
+
+def reference_simcse_supervised(
+    anchors: np.ndarray,
+    positives: np.ndarray,
+    negatives: np.ndarray,
+    *,
+    temperature: float = 0.05,
+    hard_negative_weight: float = 0.0,
+) -> float:
+    """SimCSE's supervised loss: for anchor h_i the logits are ``[cos(h_i, h⁺_j)/τ for all j]`` followed, for
+    each negative column c, by ``[cos(h_i, h⁻_{j,c})/τ + w·[j == i] for all j]``; the loss is the mean
+    cross-entropy of index i.
+
+    Args:
+        anchors, positives: (B, D).
+        negatives: (k, B, D), one block per negative column (k = 1 is SimCSE's triplet recipe).
+    """
+    b = anchors.shape[0]
+    losses = []
+    for i in range(b):
+        logits = [_cos(anchors[i], positives[j]) / temperature for j in range(b)]
+        for column in negatives:
+            logits += [
+                _cos(anchors[i], column[j]) / temperature + (hard_negative_weight if j == i else 0.0) for j in range(b)
+            ]
+        m = max(logits)
+        lse = m + math.log(sum(math.exp(v - m) for v in logits))
+        losses.append(lse - logits[i])
+    return float(np.mean(losses))
+
+
 def reference_weince(
     anchors: np.ndarray,
     positives: np.ndarray,
     *,
+    negatives: np.ndarray | None = None,
+    hard_negative_weight: float = 0.0,
     layout: str = "simcse",
     temperature: float = 0.05,
     negative_mask: np.ndarray | None = None,
@@ -39,13 +80,27 @@ def reference_weince(
     eps: float = 1e-6,
     fixed_lambda: float | None = None,
 ) -> dict[str, np.ndarray | float]:
+    """WEINCE of spec §1–§3 by loops over anchors.
+
+    With ``negatives`` (k, B, D) the layout is the supervised one: candidates ``[positives; negatives[0];
+    …; negatives[k−1]]``, the positive of anchor i is column i, its negatives all other (1+k)B − 1 columns,
+    and ``hard_negative_weight`` is added to the final (blended) logit of columns c·B + i only.
+    """
     a = _normalise(anchors.astype(np.float64))
     p = _normalise(positives.astype(np.float64))
     b = a.shape[0]
-    if layout == "simcse":
-        sim = a @ p.T
+    hard: list[set[int]] = [set() for _ in range(2 * b)]  # own hard-negative columns per anchor (supervised)
+    if negatives is not None:
+        assert layout == "simcse"
+        cands = np.concatenate([p, *(_normalise(n.astype(np.float64)) for n in negatives)])
+        sim = a @ cands.T
         pos = list(range(b))
         own: list[int | None] = [None] * b
+        hard = [{(c + 1) * b + i for c in range(len(negatives))} for i in range(b)]
+    elif layout == "simcse":
+        sim = a @ p.T
+        pos = list(range(b))
+        own = [None] * b
     else:
         z = np.concatenate([a, p])
         sim = z @ z.T
@@ -112,7 +167,8 @@ def reference_weince(
         for j in cands:
             s = float(sim[i, j])
             short = -math.log1p(-min(s, 1 - eps))
-            logits.append((1 - lam[i]) * s / temperature + lam[i] * beta[i] * short)
+            weight = hard_negative_weight if j in hard[i] else 0.0  # after the blend; never in the statistics
+            logits.append((1 - lam[i]) * s / temperature + lam[i] * beta[i] * short + weight)
         m = max(logits)
         lse = m + math.log(sum(math.exp(v - m) for v in logits))
         losses.append(lse - logits[0])

@@ -137,7 +137,7 @@ def test_statistics_read_the_config() -> None:
 
 def test_loss_arguments_are_derived_from_the_config() -> None:
     fields = {f.name: f for f in dataclasses.fields(LossArguments)}
-    assert list(fields) == ["loss", *KNOBS, "gather_across_devices", "mask_duplicates"]
+    assert list(fields) == ["loss", *KNOBS, "gather_across_devices", "mask_duplicates", "hard_negative_weight"]
     hints, own_hints = get_type_hints(WeinceConfig), get_type_hints(LossArguments)
     for f in dataclasses.fields(WeinceConfig):
         assert fields[f.name].default == f.default, f"LossArguments.{f.name} has its own default"

@@ -1,5 +1,5 @@
 """Gathering across processes: 2 real CPU (gloo) processes must reproduce the global-batch loss,
-gradients and statistics of one process."""
+gradients and statistics of one process, in the SimCSE, NT-Xent and supervised (hard negatives) layouts."""
 
 from __future__ import annotations
 
@@ -14,50 +14,62 @@ import torch.multiprocessing as mp
 
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
 from simcse_weince.losses.distributed import all_gather_with_grad
+from simcse_weince.losses.duplicates import supervised_duplicate_mask
 from tests.helpers import free_port
 
 WORLD = 2
+B = 40  # global batch
 
 
-def _global_batch(layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _global_batch(layout: str, k: int) -> dict[str, torch.Tensor]:
+    """Anchors, positives, k hard-negative columns (k, B, D), a random (A, C) negative mask, and sentence
+    keys per column (2 + k, B) drawn from few values so that duplicates occur within and across columns."""
     g = torch.Generator().manual_seed(11)
-    b = 40
-    a = torch.randn(b, 8, generator=g)
-    p = a + 0.6 * torch.randn(b, 8, generator=g)
-    c = b if layout == "simcse" else 2 * b
-    mask = torch.rand(c, c, generator=g) < 0.1
-    return a, p, mask
+    a = torch.randn(B, 8, generator=g)
+    p = a + 0.6 * torch.randn(B, 8, generator=g)
+    n = a[None] + 0.9 * torch.randn(k, B, 8, generator=g)
+    rows, cols = (2 * B, 2 * B) if layout == "ntxent" else (B, (1 + k) * B)
+    mask = torch.rand(rows, cols, generator=g) < 0.1
+    keys = torch.randint(0, 30, (2 + k, B), generator=g)
+    return {"a": a, "p": p, "n": n, "mask": mask, "keys": keys}
 
 
-def _make(name: str, layout: str, gather: bool):
+def _make(name: str, layout: str, k: int, gather: bool):
+    w = 1.0 if k else 0.0  # a weight on the own hard negatives: their global columns must be found
     if name == "infonce":
-        return InfoNCELoss(0.1, layout=layout, gather_across_devices=gather)
-    return WeinceLoss(0.1, layout=layout, beta_mode="ols", min_tail_points=10, gather_across_devices=gather)
+        return InfoNCELoss(0.1, layout=layout, gather_across_devices=gather, hard_negative_weight=w)
+    return WeinceLoss(
+        0.1, layout=layout, beta_mode="ols", min_tail_points=10, gather_across_devices=gather, hard_negative_weight=w
+    )
 
 
-def _local_rows(mask: torch.Tensor, layout: str, rank: int, b_local: int, b: int) -> torch.Tensor:
-    rows = torch.arange(rank * b_local, (rank + 1) * b_local)
-    if layout == "ntxent":
-        rows = torch.cat([rows, rows + b])
-    return mask[rows]
+def _rows(layout: str, rank: int) -> torch.Tensor:
+    """The global anchor rows held by ``rank``."""
+    bl = B // WORLD
+    rows = torch.arange(rank * bl, (rank + 1) * bl)
+    return torch.cat([rows, rows + B]) if layout == "ntxent" else rows
 
 
-def _worker(rank: int, port: int, out_dir: str, name: str, layout: str) -> None:
+def _worker(rank: int, port: int, out_dir: str, name: str, layout: str, k: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     try:
-        a, p, mask = _global_batch(layout)
-        b = a.shape[0]
-        bl = b // WORLD
-        a_loc = a[rank * bl : (rank + 1) * bl].clone().requires_grad_(True)
-        p_loc = p[rank * bl : (rank + 1) * bl].clone().requires_grad_(True)
-        loss_fn = _make(name, layout, gather=True)
-        loss = loss_fn(a_loc, p_loc, negative_mask=_local_rows(mask, layout, rank, bl, b))
+        batch = _global_batch(layout, k)
+        local = _rows("simcse", rank)
+        a_loc = batch["a"][local].clone().requires_grad_(True)
+        p_loc = batch["p"][local].clone().requires_grad_(True)
+        n_loc = batch["n"][:, local].clone().requires_grad_(True)
+        loss_fn = _make(name, layout, k, gather=True)
+        negatives = list(n_loc.unbind(0)) if k else None
+        loss = loss_fn(a_loc, p_loc, negative_mask=batch["mask"][_rows(layout, rank)], negatives=negatives)
         loss.backward()
-        result = {"loss": loss.detach(), "grad_a": a_loc.grad, "grad_p": p_loc.grad}
+        result = {"loss": loss.detach(), "grad_a": a_loc.grad, "grad_p": p_loc.grad, "grad_n": n_loc.grad}
         if name == "weince":
             result["lam"] = loss_fn.last_statistics.lam
             result["rho0"] = loss_fn.last_statistics.rho0
+        if layout == "simcse":
+            keys = batch["keys"][:, local]
+            result["duplicates"] = supervised_duplicate_mask(keys[0], keys[1], keys[2:], gather_across_devices=True)
         torch.save(result, Path(out_dir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -66,17 +78,16 @@ def _worker(rank: int, port: int, out_dir: str, name: str, layout: str) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("name", ["infonce", "weince"])
-@pytest.mark.parametrize("layout", ["simcse", "ntxent"])
-def test_two_processes_equal_one_process_global_batch(name: str, layout: str) -> None:
+@pytest.mark.parametrize(("layout", "k"), [("simcse", 0), ("ntxent", 0), ("simcse", 1), ("simcse", 2)])
+def test_two_processes_equal_one_process_global_batch(name: str, layout: str, k: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_worker, args=(free_port(), tmp, name, layout), nprocs=WORLD, join=True)
+        mp.spawn(_worker, args=(free_port(), tmp, name, layout, k), nprocs=WORLD, join=True)
         parts = [torch.load(Path(tmp) / f"rank{r}.pt") for r in range(WORLD)]
 
-    a, p, mask = _global_batch(layout)
-    a.requires_grad_(True)
-    p.requires_grad_(True)
-    ref_fn = _make(name, layout, gather=False)
-    ref = ref_fn(a, p, negative_mask=mask)
+    batch = _global_batch(layout, k)
+    a, p, n = (batch[x].clone().requires_grad_(True) for x in ("a", "p", "n"))
+    ref_fn = _make(name, layout, k, gather=False)
+    ref = ref_fn(a, p, negative_mask=batch["mask"], negatives=list(n.unbind(0)) if k else None)
     ref.backward()
 
     # DDP averages over processes: global loss = mean of local losses; global grad = local grad / WORLD.
@@ -85,16 +96,21 @@ def test_two_processes_equal_one_process_global_batch(name: str, layout: str) ->
     grad_p = torch.cat([r["grad_p"] for r in parts]) / WORLD
     torch.testing.assert_close(grad_a, a.grad, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(grad_p, p.grad, rtol=1e-5, atol=1e-7)
+    if k:
+        grad_n = torch.cat([r["grad_n"] for r in parts], dim=1) / WORLD
+        torch.testing.assert_close(grad_n, n.grad, rtol=1e-5, atol=1e-7)
+        assert float(n.grad.abs().sum()) > 0
     if name == "weince":
         lam = ref_fn.last_statistics.lam
-        b = a.shape[0]
-        bl = b // WORLD
         for r, part in enumerate(parts):
-            rows = torch.arange(r * bl, (r + 1) * bl)
-            if layout == "ntxent":
-                rows = torch.cat([rows, rows + b])
-            torch.testing.assert_close(part["lam"], lam[rows], rtol=1e-6, atol=1e-7)
+            torch.testing.assert_close(part["lam"], lam[_rows(layout, r)], rtol=1e-6, atol=1e-7)
             torch.testing.assert_close(part["rho0"], ref_fn.last_statistics.rho0)
+        assert 0.05 < float(lam.mean()) < 0.95  # informative statistics: the comparison can fail
+    if layout == "simcse":
+        keys = batch["keys"]
+        whole = supervised_duplicate_mask(keys[0], keys[1], keys[2:])
+        assert whole.any()
+        torch.testing.assert_close(torch.cat([r["duplicates"] for r in parts]), whole)
 
 
 def test_gather_is_identity_without_process_group() -> None:

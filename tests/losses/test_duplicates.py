@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import pytest
 import torch
 
-from simcse_weince.losses.duplicates import duplicate_mask, sentence_key, sentence_keys
+from simcse_weince.losses.duplicates import duplicate_mask, sentence_key, sentence_keys, supervised_duplicate_mask
 
 
 def test_key_is_blake2b_of_the_int64_ids() -> None:
@@ -42,3 +43,35 @@ def test_duplicate_mask_local() -> None:
     m = duplicate_mask(keys)
     expected = torch.tensor([[1, 0, 1, 0], [0, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 1]], dtype=torch.bool)
     assert torch.equal(m, expected)
+
+
+def test_supervised_duplicate_mask_by_hand() -> None:
+    # rows (anchor, positive, hard negative) as sentence keys; candidates [p0 p1 p2 | n0 n1 n2] = [11 10 30 | 12 11 10]
+    a = torch.tensor([10, 20, 10])  # anchor 2 repeats anchor 0's sentence
+    p = torch.tensor([11, 10, 30])  # positive 1 is anchor 0's sentence
+    n = torch.tensor([12, 11, 10])  # n1 is positive 0's sentence; n2 is anchor 2's own sentence
+    expected = torch.tensor(
+        [
+            [0, 1, 0, 0, 1, 1],  # own positive and own hard negative (12) kept; 10 = anchor, 11 = its positive
+            [0, 0, 0, 0, 0, 1],  # 10 = its positive's sentence, elsewhere; its own hard negative 11 kept
+            [0, 1, 0, 0, 0, 1],  # 10 = its own sentence, also as its own hard negative
+        ],
+        dtype=torch.bool,
+    )
+    assert torch.equal(supervised_duplicate_mask(a, p, [n]), expected)
+    assert torch.equal(supervised_duplicate_mask(a, p, n[None]), expected)
+    assert torch.equal(supervised_duplicate_mask(a, p), expected[:, :3])
+    # two negative columns: one block of B per column, in column order
+    two = supervised_duplicate_mask(a, p, [n, torch.tensor([99, 99, 30])])
+    assert torch.equal(two[:, :6], expected)
+    assert torch.equal(two[:, 6:], torch.tensor([[0, 0, 0], [0, 0, 0], [0, 0, 1]], dtype=torch.bool))
+
+
+def test_supervised_duplicate_mask_of_identical_columns_is_the_unsupervised_one() -> None:
+    keys = torch.tensor([5, 9, 5, 3, 9])
+    off_diagonal = duplicate_mask(keys) & ~torch.eye(5, dtype=torch.bool)
+    assert torch.equal(supervised_duplicate_mask(keys, keys), off_diagonal)
+    with pytest.raises(ValueError, match="negative column 0 keys"):
+        supervised_duplicate_mask(keys, keys, [keys[:3]])
+    with pytest.raises(ValueError, match=r"\(B,\)"):
+        supervised_duplicate_mask(keys, keys[:4])

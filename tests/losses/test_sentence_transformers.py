@@ -66,6 +66,59 @@ def test_adapter_matches_embedding_level_loss(tiny_bert_weights_dir: Path) -> No
     assert not torch.allclose(unmasked, value)
 
 
+def test_one_training_step_with_hard_negatives(tiny_bert_weights_dir: Path, wiki_sample: Path, tmp_path) -> None:
+    """(anchor, positive, negative) columns, as for sentence-transformers' MultipleNegativesRankingLoss: the
+    supervised B×2B layout, the weight on the own hard negatives, a duplicate mask over all columns."""
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    model = _tiny_st(tiny_bert_weights_dir)
+    lines = wiki_sample.read_text(encoding="utf-8").splitlines()[:16]
+    # row i's hard negative is row i+1's sentence: a duplicate of another row's anchor and positive
+    ds = Dataset.from_dict({"anchor": lines, "positive": lines, "negative": lines[1:] + lines[:1]})
+    loss = SentenceTransformerContrastiveLoss(model, temperature=0.05, min_tail_points=10, hard_negative_weight=1.0)
+    calls = []
+    loss.loss.register_forward_hook(lambda module, args, kwargs, out: calls.append(kwargs), with_kwargs=True)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=16,
+        max_steps=1,
+        learning_rate=1e-2,
+        report_to="none",
+        save_strategy="no",
+        dataloader_pin_memory=torch.cuda.is_available(),
+        disable_tqdm=True,
+    )
+    out = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss).train()
+    assert out.global_step == 1 and torch.isfinite(torch.tensor(out.training_loss))
+    assert [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])], "no weight was updated"
+    (call,) = calls
+    assert len(call["negatives"]) == 1 and call["negatives"][0].shape == (16, 32)
+    mask = call["negative_mask"]
+    assert mask.shape == (16, 32) and int(mask.sum()) == 16  # each anchor's sentence once among the negatives
+    assert loss.get_config_dict()["hard_negative_weight"] == 1.0
+
+
+def test_adapter_with_hard_negatives_matches_embedding_level_loss(tiny_bert_weights_dir: Path) -> None:
+    model = _tiny_st(tiny_bert_weights_dir).eval()
+    anchors = ["a cat sat", "dogs bark loudly", "rain is falling", "the market rose"]
+    positives = ["a cat was sitting", "a cat sat", "it is raining", "stocks went up"]
+    negatives = ["a dog sat", "cats are quiet", "a cat sat", "the market fell"]
+    feats = [model.preprocess(column) for column in (anchors, positives, negatives)]
+    loss = InfoNCELoss(0.1, hard_negative_weight=0.5)
+    value = SentenceTransformerContrastiveLoss(model, loss=loss)(feats, None)
+    emb = [model.encode(column, convert_to_tensor=True) for column in (anchors, positives, negatives)]
+    # candidates [p0 p1 p2 p3 | n0 n1 n2 n3]; "a cat sat" is anchor 0 and appears as p1 (positive of anchor 1,
+    # kept) and as n2: both are anchor 0's sentence; n2 is also anchor 1's positive's sentence
+    mask = torch.zeros(4, 8, dtype=torch.bool)
+    mask[0, 1] = mask[0, 6] = mask[1, 6] = True
+    expected = loss(emb[0], emb[1], negative_mask=mask, negatives=emb[2:])
+    torch.testing.assert_close(value, expected, rtol=1e-5, atol=1e-6)
+    unmasked = SentenceTransformerContrastiveLoss(model, loss=loss, mask_duplicates=False)(feats, None)
+    torch.testing.assert_close(unmasked, loss(emb[0], emb[1], negatives=emb[2:]), rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(unmasked, value)
+
+
 def test_adapter_rejects_bad_inputs(tiny_bert_weights_dir: Path) -> None:
     model = _tiny_st(tiny_bert_weights_dir)
     with pytest.raises(ValueError, match="2 text columns"):

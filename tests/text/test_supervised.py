@@ -1,0 +1,87 @@
+"""Supervised SimCSE end to end on rows from SICK's training split: triplets and pairs from CSV files reach the
+model as (B, n, L) rows and the loss as anchors, positives and hard negatives; the export loads."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import TrainerCallback
+
+from experiments.sick_nli import build_rows, read_sick
+from simcse_weince.cli.train_text import run
+from simcse_weince.losses.base import ContrastiveLoss
+from tests.helpers import text_run_args
+
+
+def write_rows(path: Path, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def sick_rows(shared_data: Path) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    return build_rows(read_sick(shared_data / "senteval" / "downstream" / "SICK" / "SICK_train.txt"))
+
+
+class ModelInputs(TrainerCallback):
+    """The ``input_ids`` shape of every training-mode forward of the model."""
+
+    def __init__(self) -> None:
+        self.shapes: list[tuple[int, ...]] = []
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        def record(module, args, kwargs, output):
+            if module.training:
+                self.shapes.append(tuple(kwargs["input_ids"].shape))
+
+        model.register_forward_hook(record, with_kwargs=True)
+
+
+@pytest.fixture
+def loss_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...] | None]:
+    """The shape of ``negatives`` at every loss call (None: no hard negatives)."""
+    calls: list[tuple[int, ...] | None] = []
+    forward = ContrastiveLoss.forward
+
+    def spy(self, anchors, positives, negative_mask=None, negatives=None):
+        calls.append(None if negatives is None else tuple(torch.as_tensor(torch.stack(list(negatives))).shape))
+        return forward(self, anchors, positives, negative_mask=negative_mask, negatives=negatives)
+
+    monkeypatch.setattr(ContrastiveLoss, "forward", spy)
+    return calls
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["triplets", "pairs"])
+def test_supervised_rows_reach_the_model_and_the_loss(
+    kind: str, sick_rows, tiny_bert_dir: Path, tmp_path: Path, loss_calls
+) -> None:
+    triplets, pairs = sick_rows
+    if kind == "triplets":
+        data = write_rows(tmp_path / "rows.csv", ("sent0", "sent1", "hard_neg"), triplets)
+    else:
+        data = write_rows(tmp_path / "rows.csv", ("sent0", "sent1"), pairs)
+    inputs = ModelInputs()
+    args = text_run_args(
+        tiny_bert_dir, data, tmp_path / "run", drop_unterminated_last_line=None, max_train_samples=None,
+        max_steps=3, eval_steps=3, save_steps=3, mlp_only_train=False, hard_negative_weight=1.0,
+    )  # fmt: skip
+    results = run(args, callbacks=[inputs])
+    n = 3 if kind == "triplets" else 2
+    assert results["steps"] == 3 and results["text"]["text_columns"] == ["sent0", "sent1", "hard_neg"][:n]
+    assert results["text"]["sentences"] == len(triplets if kind == "triplets" else pairs)
+    assert [s[:2] for s in inputs.shapes] == [(16, n)] * 3  # one forward of the B rows' n texts each
+    training_calls = [c for c in loss_calls if c is not None] if n == 3 else loss_calls
+    assert training_calls[:3] == ([(1, 16, 32)] * 3 if n == 3 else [None] * 3)
+    assert results["loss"]["hard_negative_weight"] == 1.0 and results["inference_pooler"] == "cls"
+
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(tmp_path / "run" / "model"), device="cpu")
+    assert st.encode(["A man is playing a guitar."]).shape == (1, 32)
