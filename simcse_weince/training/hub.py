@@ -9,6 +9,7 @@ calls go through ``huggingface_hub.HfApi`` methods, the boundary the tests repla
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ def download_last_checkpoint(repo_id: str, output_dir: str | Path, token: str | 
     from huggingface_hub import HfApi
 
     target = Path(output_dir)
+    shutil.rmtree(target / LAST_CHECKPOINT, ignore_errors=True)  # no file of an earlier download may survive
     try:
         HfApi(token=resolve_token(token)).snapshot_download(
             repo_id=repo_id, allow_patterns=[f"{LAST_CHECKPOINT}/*"], local_dir=str(target), revision=revision

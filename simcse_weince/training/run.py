@@ -76,7 +76,7 @@ def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool) 
     """Clear (overwrite), resolve and check the resume, or check that the folder holds no previous run."""
     resume = args.resume_from_checkpoint
     if getattr(args, "overwrite_output_dir", False):
-        if resume is not None and resume.lower() in ("true", "last", "latest"):
+        if resume is not None and resume.lower() != "hub":  # a checkpoint inside the folder would be deleted
             raise ConfigError(
                 f"--overwrite_output_dir true starts a clean run, so --resume_from_checkpoint {resume} has nothing "
                 "to resume; drop one of them"
@@ -123,16 +123,6 @@ def prepare_hub(training_args: TrainingArguments) -> None:
         training_args.hub_error = str(err)
         return
     logger.info("pushing to the Hub repository %s (hub_strategy %s)", full_id, training_args.hub_strategy)
-
-
-def previous_run(output_dir: str | Path) -> list[str]:
-    """What a finished or interrupted run left in ``output_dir`` (checkpoints, ``model/``, ``results.json``)."""
-    folder = Path(output_dir)
-    if not folder.is_dir():
-        return []
-    found = sorted(p.name for p in folder.iterdir() if CHECKPOINT.match(p.name))
-    found += [name for name in ("model", "results.json") if (folder / name).exists()]
-    return found
 
 
 def check_fresh_output_dir(output_dir: str | Path) -> None:
@@ -243,7 +233,7 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
     finally:
         sigterm.restore()
         trainer.remove_callback(sigterm)
-    if sigterm.received is not None:
+    if sigterm.stopped:
         raise Stopped(f"SIGTERM at step {trainer.state.global_step}; {kept(training_args)}")
     if training_args.should_save:
         run_folder.remove_incomplete_checkpoints(training_args.output_dir)
@@ -270,7 +260,10 @@ def kept(training_args: TrainingArguments) -> str:
     ckpt = latest_complete_checkpoint(training_args.output_dir, clean=False)
     if ckpt is None:
         return "no checkpoint was saved yet, so there is nothing to resume"
-    return f"the last complete checkpoint is {ckpt}: resume with the same command plus --resume_from_checkpoint last"
+    return (
+        f"the last complete checkpoint is {ckpt}: resume with the same command plus --resume_from_checkpoint last "
+        "(without --overwrite_output_dir)"
+    )
 
 
 def start_step(resume: str | None) -> int:
@@ -305,7 +298,11 @@ def load_finished(trainer: Trainer, resume: str, state: TrainerState, training_a
     best = state.best_model_checkpoint
     if training_args.load_best_model_at_end and best:
         moved = Path(training_args.output_dir) / Path(best).name  # the run's folder may have moved (Hub resume)
-        weights = Path(best) if Path(best).is_dir() else moved if moved.is_dir() else weights
+        found = Path(best) if Path(best).is_dir() else moved if moved.is_dir() else None
+        if found is None:  # e.g. the Hub's last-checkpoint, without the best one beside it
+            logger.warning("the best checkpoint %s is not here: exporting the last checkpoint's weights", best)
+            state.best_model_checkpoint = None
+        weights = found or weights
     trainer._load_from_checkpoint(str(weights))  # the Trainer's own loader, as its resume uses
 
 

@@ -3,7 +3,7 @@
 The record is a flat mapping ``{"group.field": value}`` of the model, data and loss groups (minus fields that
 only say where things go or how fast they run) and the training settings that change the trained weights:
 seed, batch, processes, schedule, optimiser, precision, gradient caching, evaluation cadence (it picks the best
-checkpoint). Local training files are identified by absolute path and size. The trainer writes it as
+checkpoint). Local training files are identified by name and size. The trainer writes it as
 ``run_record.json`` into each checkpoint folder, before the checkpoint counts as complete.
 
 Resuming (``last``, a path, or the Hub's ``last-checkpoint``) compares the checkpoint's record with the current
@@ -65,9 +65,10 @@ TRAINING_FIELDS = (
 
 
 def file_identity(path: str) -> str:
-    """``<absolute path> (<size> bytes)`` of a local file (the name alone for anything else)."""
+    """``<file name> (<size> bytes)`` of a local file (the name as given for anything else): the same data
+    under another folder (a resume on another machine) is the same run."""
     local = Path(resolve_data_path(path))
-    return f"{local.resolve()} ({local.stat().st_size} bytes)" if local.is_file() else path
+    return f"{local.name} ({local.stat().st_size} bytes)" if local.is_file() else path
 
 
 def run_record(groups: dict[str, Any], world_size: int) -> dict[str, Any]:

@@ -19,12 +19,13 @@ class SaveAndStopOnSigterm(TrainerCallback):
     """While training, ``SIGTERM`` sets a flag; the next step's end saves a checkpoint and stops the loop.
 
     The handler is installed at ``on_train_begin`` (main thread only: Python delivers signals there) and the
-    previous one restored at ``on_train_end``. ``received`` tells the caller afterwards that training stopped
-    because of the signal, not because it was done.
+    previous one restored at ``on_train_end``. ``stopped`` tells every process afterwards that training stopped
+    because of the signal (on any process), not because it was done.
     """
 
     def __init__(self) -> None:
-        self.received: int | None = None
+        self.received: int | None = None  # the signal, on the process it reached
+        self.stopped = False  # training stopped for a signal that reached this process or another one
         self._previous: Any = None
 
     def _handle(self, signum: int, frame: Any) -> None:
@@ -37,6 +38,7 @@ class SaveAndStopOnSigterm(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.any_process_received(args.device):
+            self.stopped = True
             control.should_save = True
             control.should_training_stop = True
         return control

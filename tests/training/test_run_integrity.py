@@ -215,3 +215,30 @@ def test_the_card_reports_the_batch_actually_used() -> None:
     assert batch_used(100_000, 300, 1) == 300
     assert batch_used(16, 300, 1) == 16
     assert batch_used(256, 300, 2) == 150
+
+
+def test_overwrite_never_deletes_the_checkpoint_to_resume(
+    tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path
+) -> None:
+    ckpt = tmp_path / "run" / "checkpoint-3"
+    ckpt.mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text("{}")
+    with pytest.raises(ConfigError, match="starts a clean run"):
+        run(text_run_args(tiny_bert_dir, wiki_sample, tmp_path / "run", overwrite_output_dir=True,
+                          resume_from_checkpoint=ckpt))  # fmt: skip
+    assert (ckpt / "trainer_state.json").is_file()
+
+
+def test_a_sigterm_on_another_process_stops_this_one_as_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several processes: the signal reached another rank (the flag is all-reduced); this rank must also end as
+    stopped, not export a half-trained model as final."""
+    from transformers import TrainerControl
+
+    from simcse_weince.training.signals import SaveAndStopOnSigterm
+
+    callback = SaveAndStopOnSigterm()
+    monkeypatch.setattr(callback, "any_process_received", lambda device: True)  # another rank's signal
+    args = type("Args", (), {"device": "cpu"})()
+    control = callback.on_step_end(args, None, TrainerControl())
+    assert callback.received is None and callback.stopped
+    assert control.should_save and control.should_training_stop
