@@ -298,6 +298,20 @@ def check_fast(tokenizer) -> None:
         raise ValueError("a fast (Rust) tokenizer is required; load it with AutoTokenizer(use_fast=True)")
 
 
+def encode(texts: list[str], tokenizer, max_length: int) -> tuple[list[list[int]], list, set[int]]:
+    """One tokenizer call: ids truncated to ``max_length``, the encodings (their ``overflowing`` says what was
+    cut) and the special ids (``[UNK]`` is one: a sequence of special ids only has no known token)."""
+    enc = tokenizer(  # no masks: padding makes them per batch; building them costs a fifth of the call
+        texts,
+        truncation=True,
+        max_length=max_length,
+        padding=False,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
+    return enc["input_ids"], enc.encodings, set(tokenizer.all_special_ids)
+
+
 def tokenize_batch(texts: Sequence[str | None], tokenizer, max_length: int) -> dict[str, list]:
     """The training columns of a batch of lines: blank (or missing) ones and those of invisible characters only
     dropped, the rest stripped (as :func:`keep_sentences`), then the sentences with no known token dropped.
@@ -314,16 +328,7 @@ def tokenize_batch(texts: Sequence[str | None], tokenizer, max_length: int) -> d
     kept = [s for t in texts if t and (s := t.strip(STRIP))]
     if not kept:
         return {"input_ids": [], "sentence_key": [], "truncated": []}
-    enc = tokenizer(  # no masks: padding makes them per batch; building them costs a fifth of the call
-        kept,
-        truncation=True,
-        max_length=max_length,
-        padding=False,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-    )
-    ids, encodings = enc["input_ids"], enc.encodings
-    special = set(tokenizer.all_special_ids)  # [UNK] is one of them
+    ids, encodings, special = encode(kept, tokenizer, max_length)
     known = [not special.issuperset(x) for x in ids]
     if not all(known):
         ids = [x for x, k in zip(ids, known, strict=True) if k]
@@ -354,16 +359,7 @@ def tokenize_columns(columns: Sequence[Sequence[str]], tokenizer, max_length: in
     names = [token_column_names(j) for j in range(n)]
     if not rows:
         return {name: [] for triple in names for name in triple}
-    enc = tokenizer(
-        [cell for col in columns for cell in col],
-        truncation=True,
-        max_length=max_length,
-        padding=False,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-    )
-    ids, encodings = enc["input_ids"], enc.encodings
-    special = set(tokenizer.all_special_ids)
+    ids, encodings, special = encode([cell for col in columns for cell in col], tokenizer, max_length)
     kept = [i for i in range(rows) if not any(special.issuperset(ids[j * rows + i]) for j in range(n))]
     out: dict[str, list] = {}
     for j, (ids_name, key_name, truncated_name) in enumerate(names):

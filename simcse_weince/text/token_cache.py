@@ -340,6 +340,45 @@ def _open(folder: Path, stats: TextStats, max_rows: int | None, reused: bool) ->
     return finish(ds, stats, max_rows)
 
 
+Plan = Callable[[], tuple[TextStats, list[Callable[[], datasets.Dataset]], str | None]]
+
+
+def open_or_build(
+    key: dict,
+    plan: Plan,
+    tokenizer,
+    max_length: int,
+    stats: TextStats,
+    cache_root: str | Path | None,
+    build: bool,
+    max_rows: int | None,
+    num_proc: int | None,
+    columns: int = 1,
+) -> datasets.Dataset:
+    """The cache of ``key``: memory-mapped when complete, else built first, by the process allowed to ``build``.
+
+    ``plan()`` runs on a miss, in every process before the ``build`` check (so that a bad input gives every
+    process the same error), and returns the counts to fill while reading, the parts to tokenise
+    (:func:`build_cache`) and what is tokenised, for the log line (``None``: no line).
+
+    Raises:
+        CacheNotBuiltError: ``build`` is False and the cache is missing.
+    """
+    root = Path(cache_root) if cache_root else default_cache_root()
+    folder = cache_folder(root, key)
+    if is_complete(folder):
+        return _open(folder, stats, max_rows, reused=True)
+    read, parts, what = plan()
+    if not build:
+        raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
+    root.mkdir(parents=True, exist_ok=True)
+    if what is not None:
+        logger.info("tokenising %s (max_length %d) into %s", what, max_length, folder)
+    build_cache(folder, parts, tokenizer, max_length, read, key, num_proc, columns=columns)
+    log_cache_root(root)
+    return _open(folder, stats, max_rows, reused=False)
+
+
 def prepare_text_files(
     files: Sequence[tuple[str | Path, bool]],
     tokenizer,
@@ -371,25 +410,19 @@ def prepare_text_files(
     """
     checked = [(check_text_file(p), bool(drop)) for p, drop in files]
     key = cache_key([file_identity(p, drop) for p, drop in checked], tokenizer, max_length)
-    root = Path(cache_root) if cache_root else default_cache_root()
-    folder = cache_folder(root, key)
-    if is_complete(folder):
-        return _open(folder, stats, max_rows, reused=True)
-    read = TextStats()  # every process checks the files: a bad file gives every process the same error
-    for p, drop in checked:
-        check_sentences(p, drop, read)
-    if not build:
-        raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
-    root.mkdir(parents=True, exist_ok=True)
-    logger.info("tokenising %d sentences (max_length %d) into %s", read.sentences, max_length, folder)
-    parts = [
-        functools.partial(_range_text, p, start, stop, drop)
-        for p, drop in checked
-        for start, stop in line_ranges(p, PART_BYTES)
-    ]
-    build_cache(folder, parts, tokenizer, max_length, read, key, num_proc)
-    log_cache_root(root)
-    return _open(folder, stats, max_rows, reused=False)
+
+    def plan():
+        read = TextStats()
+        for p, drop in checked:
+            check_sentences(p, drop, read)
+        parts = [
+            functools.partial(_range_text, p, start, stop, drop)
+            for p, drop in checked
+            for start, stop in line_ranges(p, PART_BYTES)
+        ]
+        return read, parts, f"{read.sentences} sentences"
+
+    return open_or_build(key, plan, tokenizer, max_length, stats, cache_root, build, max_rows, num_proc)
 
 
 def prepare_hub_text(  # pragma: no cover - needs the Hub
@@ -414,21 +447,16 @@ def prepare_hub_text(  # pragma: no cover - needs the Hub
         raise ValueError(f"Hub dataset {name} has no column {column!r}; columns: {ds.column_names}")
     source = {"hub": name, "data_file": data_file, "column": column, "fingerprint": ds._fingerprint}
     key = cache_key([source], tokenizer, max_length)
-    root = Path(cache_root) if cache_root else default_cache_root()
-    folder = cache_folder(root, key)
-    reused = is_complete(folder)
-    if not reused:
-        if not build:
-            raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
-        root.mkdir(parents=True, exist_ok=True)
-        read = TextStats(files=[f"hub:{name}/{data_file}"])
+
+    def plan():
+        read = TextStats(files=[f"hub:{name}/{data_file}"])  # filled by the parts as they are read
         parts = [
             functools.partial(_hub_text, ds, column, start, min(start + HUB_PART_ROWS, len(ds)), read)
             for start in range(0, len(ds), HUB_PART_ROWS)
         ]
-        build_cache(folder, parts, tokenizer, max_length, read, key, num_proc)
-        log_cache_root(root)
-    return _open(folder, stats, max_rows, reused)
+        return read, parts, None
+
+    return open_or_build(key, plan, tokenizer, max_length, stats, cache_root, build, max_rows, num_proc)
 
 
 def prepare_column_files(
@@ -477,33 +505,22 @@ def prepare_column_files(
         raise ValueError("no training file given; expected at least one text or column file")
     n = check_same_width(opened)
     key = cache_key([cf.identity(skip_bad_rows) for cf in opened], tokenizer, max_length)
-    root = Path(cache_root) if cache_root else default_cache_root()
-    folder = cache_folder(root, key)
-    if is_complete(folder):
-        return _open(folder, stats, max_rows, reused=True), n
-    read = TextStats(text_columns=next((cf.columns for cf in opened if cf.columns), []))
-    plans = [(cf, scan(cf, skip_bad_rows, read, PART_BYTES, PART_ROWS)) for cf in opened]  # every process checks
-    if not build:
-        raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
-    root.mkdir(parents=True, exist_ok=True)
-    logger.info(
-        "tokenising %d rows of %d text column(s) %s (max_length %d) into %s",
-        read.sentences,
-        n,
-        ", ".join(read.text_columns) or "(lines)",
-        max_length,
-        folder,
-    )
-    parts = [
-        functools.partial(_range_text, cf.path, start, stop, cf.drop_unterminated_last_line)
-        if cf.fmt is None
-        else functools.partial(_column_part, cf, start, stop, line, skip_bad_rows)
-        for cf, ranges in plans
-        for start, stop, line in ranges
-    ]
-    build_cache(folder, parts, tokenizer, max_length, read, key, num_proc, columns=n)
-    log_cache_root(root)
-    return _open(folder, stats, max_rows, reused=False), n
+
+    def plan():
+        read = TextStats(text_columns=next((cf.columns for cf in opened if cf.columns), []))
+        plans = [(cf, scan(cf, skip_bad_rows, read, PART_BYTES, PART_ROWS)) for cf in opened]
+        parts = [
+            functools.partial(_range_text, cf.path, start, stop, cf.drop_unterminated_last_line)
+            if cf.fmt is None
+            else functools.partial(_column_part, cf, start, stop, line, skip_bad_rows)
+            for cf, ranges in plans
+            for start, stop, line in ranges
+        ]
+        columns = ", ".join(read.text_columns) or "(lines)"
+        return read, parts, f"{read.sentences} rows of {n} text column(s) {columns}"
+
+    common = (cache_root, build, max_rows, num_proc)
+    return open_or_build(key, plan, tokenizer, max_length, stats, *common, columns=n), n
 
 
 def check_same_width(opened: Sequence[ColumnFile]) -> int:
@@ -551,23 +568,19 @@ def prepare_hub_columns(
     source = {"hub": name, "data_file": data_file, "columns": cols, "skip_bad_rows": skip_bad_rows,
               "fingerprint": ds._fingerprint}  # fmt: skip
     key = cache_key([source], tokenizer, max_length)
-    root = Path(cache_root) if cache_root else default_cache_root()
-    folder = cache_folder(root, key)
-    reused = is_complete(folder)
-    if not reused:
-        if not build:
-            raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
-        root.mkdir(parents=True, exist_ok=True)
-        read = TextStats(files=[where], text_columns=cols)
+
+    def plan():
+        read = TextStats(files=[where], text_columns=cols)  # filled by the parts as they are read
         parts = [
             functools.partial(
                 _hub_columns, ds, cols, start, min(start + HUB_PART_ROWS, len(ds)), where, skip_bad_rows, read
             )
             for start in range(0, len(ds), HUB_PART_ROWS)
         ]
-        build_cache(folder, parts, tokenizer, max_length, read, key, num_proc, columns=len(cols))
-        log_cache_root(root)
-    return _open(folder, stats, max_rows, reused), len(cols)
+        return read, parts, None
+
+    common = (cache_root, build, max_rows, num_proc)
+    return open_or_build(key, plan, tokenizer, max_length, stats, *common, columns=len(cols)), len(cols)
 
 
 # ---- what the caches hold on disk, and removing them ---------------------------------------------------------

@@ -209,7 +209,8 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
     """
     t0 = time.perf_counter()
     resume = training_args.resume_from_checkpoint  # resolved by start_run
-    done = finished_state(resume, training_args)
+    resumed = TrainerState.load_from_json(str(Path(resume) / TRAINER_STATE)) if resume is not None else None
+    done = resumed if resumed is not None and reached_the_end(resumed, training_args) else None
     sigterm = SaveAndStopOnSigterm()
     trainer.add_callback(sigterm)
     try:
@@ -240,7 +241,7 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
     curve = lambda_curve(trainer.state.log_history)
     return {
         "steps": trainer.state.global_step,
-        "steps_this_session": trainer.state.global_step - (done.global_step if done else start_step(resume)),
+        "steps_this_session": trainer.state.global_step - (resumed.global_step if resumed else 0),
         "epochs": trainer.state.epoch,
         "world_size": training_args.world_size,
         "best_checkpoint": trainer.state.best_model_checkpoint,
@@ -266,25 +267,14 @@ def kept(training_args: TrainingArguments) -> str:
     )
 
 
-def start_step(resume: str | None) -> int:
-    if resume is None:
-        return 0
-    return TrainerState.load_from_json(str(Path(resume) / TRAINER_STATE)).global_step
-
-
-def finished_state(resume: str | None, training_args: TrainingArguments) -> TrainerState | None:
-    """The resumed checkpoint's state if it already reached the run's last step (else ``None``): ``max_steps``,
-    or for an epoch-based run with unchanged epochs, the step count the checkpoint's run planned."""
-    if resume is None:
-        return None
-    state = TrainerState.load_from_json(str(Path(resume) / TRAINER_STATE))
+def reached_the_end(state: TrainerState, training_args: TrainingArguments) -> bool:
+    """Whether a resumed checkpoint's state already reached the run's last step: ``max_steps``, or for an
+    epoch-based run with unchanged epochs, the step count the checkpoint's run planned."""
     if training_args.max_steps > 0:
-        target = training_args.max_steps
-    elif state.num_train_epochs == training_args.num_train_epochs and state.max_steps:
-        target = state.max_steps
-    else:
-        return None
-    return state if state.global_step >= target else None
+        return state.global_step >= training_args.max_steps
+    if state.num_train_epochs == training_args.num_train_epochs and state.max_steps:
+        return state.global_step >= state.max_steps
+    return False
 
 
 def load_finished(trainer: Trainer, resume: str, state: TrainerState, training_args: TrainingArguments) -> None:
