@@ -22,7 +22,7 @@ from simcse_weince.model_sources import check_model_source
 from simcse_weince.paths import resolve_data_path, senteval_root
 from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
 from simcse_weince.text.checkpoint import inference_settings
-from simcse_weince.text.corpus import prepare_corpus
+from simcse_weince.text.corpus import describe_rows, prepare_corpus
 from simcse_weince.text.data import SimCSECollator
 from simcse_weince.text.export import export_sentence_transformer
 from simcse_weince.text.model import SimCSEModel, inference_max_length, load_hf_encoder
@@ -93,7 +93,8 @@ def train(groups: dict, loss, t_start: float, callbacks: Sequence[TrainerCallbac
         files = ", ".join(Path(f).name for f in stats.files)
         return render_model_card(
             base_model=model_args.model_name_or_path, from_config=model_args.init_from_config,
-            data_desc=f"{len(corpus):,} sentences from {files} ({stats.truncated} truncated)",
+            data_desc=f"{describe_rows(stats, len(corpus))} from {files} ({stats.truncated} truncated)",
+            supervised=len(stats.text_columns) > 1,
             **card_facts(trainer, loss_args.loss, loss), max_len=data_args.max_seq_length,
             pooler=model_args.pooler, inference_pooler=model.inference_pooler, eval_steps=args.eval_steps,
             scores={score_label(k, data_args.eval_max_pairs): v for k, v in results["after"].items()},

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from simcse_weince.text.columns import check_text_columns
-from simcse_weince.text.data import check_line_format
+from simcse_weince.text.data import check_line_format, column_format
 from simcse_weince.text.poolers import Pooler
 from simcse_weince.training.arguments import ContrastiveTrainingArguments, check_at_least, check_choice
 
@@ -79,6 +79,14 @@ class DataArguments:
             "first, naming file:line."
         },
     )
+    allow_missing_negatives: bool = field(
+        default=False,
+        metadata={
+            "help": "Pairs and triplets in one run: a hard-negative column may be missing from a file, or empty or "
+            "null in a row; such a row trains as a pair (its absent negative is left out of every anchor's "
+            "candidates). The anchor and positive stay required. Default: every row fills every column."
+        },
+    )
     hub_dataset: str = field(default="princeton-nlp/datasets-for-simcse", metadata={"help": "Hub dataset."})
     hub_data_file: str | None = field(default="wiki1m_for_simcse.txt", metadata={"help": "File in the dataset."})
     max_seq_length: int = field(default=32, metadata={"help": "Truncate sentences to this many tokens."})
@@ -129,6 +137,16 @@ class DataArguments:
             self.text_columns = check_text_columns(self.text_columns)
         for f in self.train_files or ():  # what cannot be read is refused by its name, before anything loads
             check_line_format(f, by_column=True, text_columns=self.text_columns)
+            if self.allow_missing_negatives and not column_format(f):
+                raise ValueError(
+                    f"{f} is read as lines, one sentence each, but allow_missing_negatives trains pairs and "
+                    "triplets; expected a column file (.csv, .tsv, .jsonl, .json, .parquet)"
+                )
+        if self.allow_missing_negatives and self.text_columns is not None and len(self.text_columns) < 3:
+            raise ValueError(
+                f"allow_missing_negatives: text_columns {self.text_columns} has no hard-negative column; expected "
+                "[anchor, positive, hard negative, ...] (e.g. [sent0, sent1, hard_neg]), or leave it unset"
+            )
         check_at_least("max_seq_length", self.max_seq_length, MIN_SEQ_LENGTH)
         check_at_least("max_train_samples", self.max_train_samples, 2)
         check_at_least("preprocessing_num_workers", self.preprocessing_num_workers, 1)

@@ -13,6 +13,11 @@ The columns read (:func:`choose_columns`): ``text_columns`` when set; else SimCS
 columns. One column trains on one sentence per row (the unsupervised rows of a text file); two on (anchor,
 positive) pairs; three or more on pairs with hard negatives, one per further column.
 
+Pairs and triplets in one run (``allow_missing_negatives``): a hard-negative column may then be missing from a
+file (its rows have no such negative) and its cells may be empty or null; such a cell is read as ``""``, an
+absent negative, which the loss leaves out of every anchor's candidates. The anchor and positive stay required,
+and with ``text_columns`` unset the columns are SimCSE's three in every file.
+
 Every cell is normalised as a line of a text file (:func:`normalise_cell`). A bad row -- a missing, null,
 non-text or empty cell (also one of invisible characters only), a wrong number of fields, a JSON line that is not
 an object (or not JSON), undecodable bytes, a CSV record the parser rejects -- stops the reading with one line
@@ -87,22 +92,35 @@ def check_text_columns(columns: Sequence[str]) -> list[str]:
     return columns
 
 
-def choose_columns(available: Sequence[str], configured: Sequence[str] | None, where: str) -> list[str]:
+def choose_columns(
+    available: Sequence[str], configured: Sequence[str] | None, where: str, allow_missing_negatives: bool = False
+) -> list[str]:
     """The columns to read among ``available`` (a file's header, first JSON object or schema), in order.
 
     ``configured`` (``text_columns``) when set, each of them present; else :data:`SIMCSE_COLUMNS` when ``sent0``
-    and ``sent1`` are present (``hard_neg`` when it is too); else the only column of a one-column file.
+    and ``sent1`` are present (``hard_neg`` when it is too); else the only column of a one-column file. With
+    ``allow_missing_negatives`` the hard-negative columns (the third on) may be missing, and the default is
+    all of :data:`SIMCSE_COLUMNS`.
 
     Raises:
         ValueError: a configured column is missing, a configured column is there twice, or no default applies;
             names ``where`` and lists the columns found.
     """
     found = ", ".join(map(repr, available)) or "none"
+    if allow_missing_negatives and not configured:
+        configured = SIMCSE_COLUMNS
     if configured:
-        missing = [c for c in configured if c not in available]
+        required = configured[:2] if allow_missing_negatives else configured
+        missing = [c for c in required if c not in available]
         if missing:
+            hint = ""
+            if not allow_missing_negatives and len(configured) > 2 and all(c in available for c in configured[:2]):
+                hint = (
+                    "; to train the rows of a file without hard negatives as pairs, together with triplets, set "
+                    "allow_missing_negatives"
+                )
             raise ValueError(
-                f"{where}: no column {', '.join(map(repr, missing))} (text_columns); the columns are {found}"
+                f"{where}: no column {', '.join(map(repr, missing))} (text_columns); the columns are {found}{hint}"
             )
         twice = [c for c in configured if list(available).count(c) > 1]
         if twice:
@@ -131,6 +149,8 @@ class ColumnFile:
     data_start: int = 0  # CSV, TSV, JSON Lines: the byte where the rows start (after the header)
     data_line: int = 1  # ... and its line number
     stop: int = 0  # CSV, TSV, JSON Lines: the byte where reading stops; Parquet: the number of rows
+    allow_missing_negatives: bool = False  # hard negatives may be missing (empty, null, or no such column)
+    absent: list[str] = field(default_factory=list)  # hard-negative columns read that the file does not have
 
     @property
     def width(self) -> int:
@@ -149,15 +169,25 @@ class ColumnFile:
         }
         if self.fmt is None:
             return ident
-        return ident | {"format": self.fmt, "columns": self.columns, "skip_bad_rows": skip_bad_rows}
+        ident |= {"format": self.fmt, "columns": self.columns, "skip_bad_rows": skip_bad_rows}
+        return ident | ({"allow_missing_negatives": True} if self.allow_missing_negatives else {})
+
+    @property
+    def required(self) -> int:
+        """How many of the columns read must hold text in every row: all, or the anchor and the positive."""
+        return 2 if self.allow_missing_negatives else len(self.columns)
 
 
 # ---- opening a file: its format and columns ------------------------------------------------------------------
 def open_column_file(
-    path: str | Path, drop_unterminated_last_line: bool = False, columns: Sequence[str] | None = None
+    path: str | Path,
+    drop_unterminated_last_line: bool = False,
+    columns: Sequence[str] | None = None,
+    allow_missing_negatives: bool = False,
 ) -> ColumnFile:
     """A training file with its format and the columns read (:func:`choose_columns`), from its header (CSV, TSV),
-    first object (JSON Lines) or schema (Parquet); a text file has none (``columns`` of more than one refused).
+    first object (JSON Lines) or schema (Parquet); a text file has none (``columns`` of more than one refused;
+    with ``allow_missing_negatives`` a text file is refused: it has no positives).
 
     Raises:
         FileNotFoundError, IsADirectoryError: no such file, or a folder.
@@ -174,8 +204,13 @@ def open_column_file(
         if f.read(2) == GZIP_MAGIC:
             raise ValueError(f"{path} is gzip-compressed; decompress it first (gunzip): expected plain UTF-8 text")
     if fmt is None:
+        if allow_missing_negatives:
+            raise ValueError(
+                f"{path} is read as lines, one sentence each, but allow_missing_negatives trains pairs and triplets; "
+                "expected a column file (.csv, .tsv, .jsonl, .json, .parquet) with an anchor and a positive"
+            )
         return ColumnFile(path, None, [], drop_unterminated_last_line)
-    cf = ColumnFile(path, fmt, [], drop_unterminated_last_line)
+    cf = ColumnFile(path, fmt, [], drop_unterminated_last_line, allow_missing_negatives=allow_missing_negatives)
     if fmt == "Parquet":
         _open_parquet(cf, columns)
         return cf
@@ -206,7 +241,7 @@ def _read_stop(path: Path, drop: bool) -> int:
 
 def expected(cf: ColumnFile) -> str:
     """What a row of the file should be, quoted in errors."""
-    cols = ", ".join(cf.columns)
+    cols = describe_columns(cf.columns, cf.required)
     if cf.fmt in DIALECTS:
         return (
             f"UTF-8 {cf.fmt} with a header row and {len(cf.header)} fields per row, text in {cols} (a field with a "
@@ -215,6 +250,12 @@ def expected(cf: ColumnFile) -> str:
     if cf.fmt in JSON_FORMATS:
         return f"JSON Lines: one JSON object per line (UTF-8) with text (strings) in {cols}"
     return f"text (strings) in {cols}"
+
+
+def describe_columns(columns: Sequence[str], required: int) -> str:
+    """``a, b`` or ``a, b (c may be empty)``: the columns a row must fill, and those it may leave empty."""
+    optional = f" ({', '.join(columns[required:])} may be empty)" if len(columns) > required else ""
+    return ", ".join(columns[:required]) + optional
 
 
 def _open_csv(cf: ColumnFile, columns: Sequence[str] | None) -> None:
@@ -236,13 +277,18 @@ def _open_csv(cf: ColumnFile, columns: Sequence[str] | None) -> None:
             raise ValueError(f"{where}: unreadable {cf.fmt} header ({err}); expected a header row") from err
         cf.data_start, cf.data_line = lines.offset, lines.line
     cf.header = [h.strip(STRIP) for h in header]
-    cf.columns = choose_columns(cf.header, columns, f"{where}: the header")
-    cf.indices = [cf.header.index(c) for c in cf.columns]
+    _set_columns(cf, cf.header, columns, f"{where}: the header")
+    cf.indices = [cf.header.index(c) if c in cf.header else -1 for c in cf.columns]
+
+
+def _set_columns(cf: ColumnFile, available: Sequence[str], columns: Sequence[str] | None, where: str) -> None:
+    cf.columns = choose_columns(available, columns, where, cf.allow_missing_negatives)
+    cf.absent = [c for c in cf.columns if c not in available]
 
 
 def _open_jsonl(cf: ColumnFile, columns: Sequence[str] | None) -> None:
-    if columns:
-        cf.columns = list(columns)
+    if columns or cf.allow_missing_negatives:  # a key missing from an object is a missing cell, row by row
+        cf.columns = list(columns or SIMCSE_COLUMNS)
         return
     with cf.path.open("rb") as f:  # the default columns are the keys of the first object
         for line, _, text in _Lines(f, cf.path, 0, cf.stop, 1, False, "JSON Lines").numbered():
@@ -266,8 +312,10 @@ def _open_parquet(cf: ColumnFile, columns: Sequence[str] | None) -> None:
     except (OSError, pa.ArrowException) as err:
         raise ValueError(f"{cf.path}: not a readable Parquet file ({err}); expected a Parquet file") from err
     schema = pf.schema_arrow
-    cf.columns = choose_columns(schema.names, columns, f"{cf.path}: the schema")
+    _set_columns(cf, schema.names, columns, f"{cf.path}: the schema")
     for c in cf.columns:
+        if c in cf.absent:
+            continue
         t = schema.field(c).type
         if pa.types.is_dictionary(t):
             t = t.value_type
@@ -331,18 +379,25 @@ class _Record:
     blank: bool = False
 
 
-def _cells(values: Sequence[object], columns: Sequence[str], where: str, what: str) -> list[str] | str:
+def _cells(
+    values: Sequence[object], columns: Sequence[str], where: str, what: str, required: int | None = None
+) -> list[str] | str:
     """The normalised cells of one row's values, or the reason the row is bad (a missing, non-text or empty
-    cell: one line naming ``where`` and ``what`` was expected)."""
+    cell: one line naming ``where`` and ``what`` was expected). The cells after the first ``required`` (all by
+    default) may be missing, null or empty: they read as ``""``, an absent hard negative."""
+    required = len(columns) if required is None else required
     cells = []
-    for col, value in zip(columns, values, strict=True):
+    for j, (col, value) in enumerate(zip(columns, values, strict=True)):
+        if value is None and j >= required:
+            cells.append("")
+            continue
         if value is None:
             return f"{where}: no value in {col!r} (missing or null); expected {what}"
         if not isinstance(value, str):
             kind = JSON_TYPES.get(type(value), type(value).__name__)
             return f"{where}: {col!r} holds a {kind}, not text; expected {what}"
         cell = normalise_cell(value)
-        if not cell:
+        if not cell and j < required:
             return f"{where}: {col!r} is empty (blank, or NUL / zero-width characters only); expected {what}"
         cells.append(cell)
     return cells
@@ -384,7 +439,7 @@ def _csv_records(cf: ColumnFile, start: int, stop: int, line: int, skip: bool) -
             elif len(fields) != len(cf.header):
                 rec.bad = f"{where}: {len(fields)} field(s) where the header has {len(cf.header)}; expected {what}"
             else:
-                got = _cells([fields[i] for i in cf.indices], cf.columns, where, what)
+                got = _cells([fields[i] if i >= 0 else None for i in cf.indices], cf.columns, where, what, cf.required)
                 rec.cells, rec.bad = (got, None) if isinstance(got, list) else (None, got)
             yield rec
 
@@ -405,9 +460,9 @@ def _jsonl_records(cf: ColumnFile, start: int, stop: int, line: int, skip: bool)
                 if isinstance(obj, str):
                     rec.bad = obj
                 else:
-                    got = _cells([obj.get(c) for c in cf.columns], cf.columns, where, what)
-                    if isinstance(got, str) and any(c not in obj for c in cf.columns):
-                        missing = ", ".join(repr(c) for c in cf.columns if c not in obj)
+                    got = _cells([obj.get(c) for c in cf.columns], cf.columns, where, what, cf.required)
+                    if isinstance(got, str) and any(c not in obj for c in cf.columns[: cf.required]):
+                        missing = ", ".join(repr(c) for c in cf.columns[: cf.required] if c not in obj)
                         got = f"{where}: no {missing} in the object; expected {what}"
                     rec.cells, rec.bad = (got, None) if isinstance(got, list) else (None, got)
             yield rec
@@ -427,14 +482,15 @@ def _parquet_records(cf: ColumnFile, start: int, stop: int) -> Iterator[_Record]
     if row is None:
         return
     what = expected(cf)
-    for batch in pf.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups, columns=cf.columns):
+    read = [c for c in cf.columns if c not in cf.absent]
+    for batch in pf.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups, columns=read):
         lo, hi = max(start - row, 0), min(stop - row, batch.num_rows)
         if lo < hi:
             part = batch.slice(lo, hi - lo)
-            values = [part.column(c).to_pylist() for c in cf.columns]
+            values = [part.column(c).to_pylist() if c in read else [None] * (hi - lo) for c in cf.columns]
             for i, vals in enumerate(zip(*values, strict=True), start=row + lo):
                 rec = _Record(i + 1, i)
-                got = _cells(vals, cf.columns, f"{cf.path}: row {i + 1}", what)
+                got = _cells(vals, cf.columns, f"{cf.path}: row {i + 1}", what, cf.required)
                 rec.cells, rec.bad = (got, None) if isinstance(got, list) else (None, got)
                 yield rec
         row += batch.num_rows
@@ -554,17 +610,27 @@ def read_part(cf: ColumnFile, start: int, stop: int, line: int, skip_bad_rows: b
 
 
 def hub_rows(
-    rows: dict[str, list], columns: Sequence[str], first_row: int, where: str, skip_bad_rows: bool, counted: TextStats
+    rows: dict[str, list],
+    columns: Sequence[str],
+    first_row: int,
+    where: str,
+    skip_bad_rows: bool,
+    counted: TextStats,
+    required: int | None = None,
 ) -> list[list[str]]:
     """The cells of rows of a Hub dataset (``{column: values}`` from row ``first_row``, counted from 0), one list
     per column, checked and normalised as a file's, counted in ``counted``; bad rows named ``WHERE: row N``
-    (from 1, ``where`` e.g. ``hub:NAME/FILE``)."""
-    what = f"text (strings) in {', '.join(columns)}"
+    (from 1, ``where`` e.g. ``hub:NAME/FILE``). Columns after the first ``required`` (all by default) may be
+    empty, null or not in ``rows`` at all: absent hard negatives (``""``)."""
+    required = len(columns) if required is None else required
+    what = f"text (strings) in {describe_columns(columns, required)}"
+    size = len(next(iter(rows.values()))) if rows else 0
+    values = [rows[c] if c in rows else [None] * size for c in columns]
 
     def records() -> Iterator[_Record]:
-        for i, vals in enumerate(zip(*(rows[c] for c in columns), strict=True), start=first_row):
+        for i, vals in enumerate(zip(*values, strict=True), start=first_row):
             rec = _Record(i + 1, i)
-            got = _cells(vals, columns, f"{where}: row {i + 1}", what)
+            got = _cells(vals, columns, f"{where}: row {i + 1}", what, required)
             rec.cells, rec.bad = (got, None) if isinstance(got, list) else (None, got)
             yield rec
 

@@ -14,6 +14,7 @@ from simcse_weince.paths import resolve_data_path
 from simcse_weince.text.arguments import DataArguments
 from simcse_weince.text.data import TextStats, check_text_file, column_format, single_row_tail
 from simcse_weince.text.token_cache import (
+    count_negatives,
     format_bytes,
     prepare_column_files,
     prepare_hub_columns,
@@ -32,7 +33,11 @@ def is_cut_file(path: str, patterns: list[str] | None) -> bool:
 def reads_columns(data: DataArguments) -> bool:
     """Whether the corpus is read by column (``text_columns`` set, or a CSV/TSV/JSON Lines/Parquet file): rows of
     one text (unsupervised), two (pairs) or more (pairs with hard negatives); else one sentence per line."""
-    return data.text_columns is not None or any(column_format(f) for f in data.train_files or ())
+    return (
+        data.text_columns is not None
+        or data.allow_missing_negatives
+        or any(column_format(f) for f in data.train_files or ())
+    )
 
 
 def training_files(data: DataArguments) -> list[tuple[Path, bool]]:
@@ -62,13 +67,17 @@ def load_training_sentences(data: DataArguments, tokenizer, stats: TextStats, bu
     )
     length, columns, skip = data.max_seq_length, data.text_columns, data.skip_bad_rows
     if data.train_files and reads_columns(data):
-        return prepare_column_files(training_files(data), columns, tokenizer, length, stats, skip, **common)[0]
+        return prepare_column_files(
+            training_files(data), columns, tokenizer, length, stats, skip, **common,
+            allow_missing_negatives=data.allow_missing_negatives,
+        )[0]  # fmt: skip
     if data.train_files:
         return prepare_text_files(training_files(data), tokenizer, length, stats, **common)
-    if columns is not None:
+    if reads_columns(data):
         return prepare_hub_columns(
-            data.hub_dataset, data.hub_data_file, columns, tokenizer, length, stats, skip, **common
-        )[0]
+            data.hub_dataset, data.hub_data_file, columns, tokenizer, length, stats, skip, **common,
+            allow_missing_negatives=data.allow_missing_negatives,
+        )[0]  # fmt: skip
     return prepare_hub_text(data.hub_dataset, data.hub_data_file, tokenizer, length, stats, **common)
 
 
@@ -90,12 +99,38 @@ def log_corpus(dataset: Dataset, stats: TextStats, max_length: int) -> None:
         "reused" if stats.cache_reused else "built",
         format_bytes(stats.cache_bytes),
     )
+    if stats.rows_by_negatives:
+        logger.info("training rows by hard negatives held: %s", describe_rows(stats))
     if stats.unknown_sentences_skipped:
         logger.warning(
             "skipped %d sentence(s) with no token known to the tokenizer (only [UNK], e.g. emoji, or nothing once "
             "normalised): every one would be the same input to the encoder",
             stats.unknown_sentences_skipped,
         )
+
+
+def describe_rows(stats: TextStats, rows: int | None = None) -> str:
+    """The ``rows`` (default: ``stats.sentences``) of the corpus by kind, e.g. ``1,284 rows: 251 triplets (anchor,
+    positive, hard negative) and 1,033 pairs (anchor, positive)``; rows of more negative columns by how many
+    they hold."""
+    rows = stats.sentences if rows is None else rows
+    if len(stats.text_columns) < 2:
+        return f"{rows:,} sentences"
+    if not stats.rows_by_negatives:
+        return f"{rows:,} pairs (anchor, positive)"
+    total, k = sum(stats.rows_by_negatives), len(stats.rows_by_negatives) - 1
+    kinds = []
+    for held in range(k, -1, -1):
+        n = stats.rows_by_negatives[held]
+        if not n:
+            continue
+        if held == 0:
+            kinds.append(f"{n:,} pairs (anchor, positive)")
+        elif k == 1:
+            kinds.append(f"{n:,} triplets (anchor, positive, hard negative)")
+        else:
+            kinds.append(f"{n:,} rows with {held} hard negative(s)")
+    return f"{total:,} rows: " + " and ".join(kinds)
 
 
 def drop_lone_tail(dataset: Dataset, stats: TextStats, batch_size: int, processes: int, gathered: bool) -> Dataset:
@@ -106,7 +141,10 @@ def drop_lone_tail(dataset: Dataset, stats: TextStats, batch_size: int, processe
         return dataset
     logger.warning("dropping the last %d sentence(s): the epoch's last batch would score one sentence alone", drop)
     stats.tail_sentences_dropped = drop
-    return dataset.select(range(len(dataset) - drop))
+    dataset = dataset.select(range(len(dataset) - drop))
+    if stats.rows_by_negatives:
+        stats.rows_by_negatives = count_negatives(dataset)
+    return dataset
 
 
 def prepare_corpus(

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from simcse_weince.losses.duplicates import sentence_key
+from simcse_weince.losses.duplicates import ABSENT_KEY, sentence_key
 from simcse_weince.textfiles import decode_utf8
 
 logger = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ class TextStats:
     unknown_sentences_skipped: int = 0  # no known token: only [UNK] (e.g. emoji) or nothing once tokenised
     unterminated_lines_dropped: int = 0
     truncated: int = 0
+    rows_by_negatives: list[int] = field(default_factory=list)  # rows holding 0, 1, ..., k hard negatives (k >= 1)
     tail_sentences_dropped: int = 0  # the last batch would have scored a sentence alone (see single_row_tail)
     cache_dir: str = ""  # the tokenised-text cache the rows come from (see simcse_weince.text.token_cache)
     cache_reused: bool = False  # True: the cache was built earlier and only memory-mapped this time
@@ -352,21 +353,27 @@ def tokenize_columns(columns: Sequence[Sequence[str]], tokenizer, max_length: in
     already normalised and non-empty, see :mod:`simcse_weince.text.columns`), tokenised in one call.
 
     A row is dropped when one of its cells has no known token (as :func:`tokenize_batch` drops a sentence): its
-    pair or triplet would not be one. Returns, per column ``j``, the three columns of
-    :func:`token_column_names` (ids truncated to ``max_length``, duplicate key, whether the cell was truncated).
+    pair or triplet would not be one. An empty cell, which only a hard-negative column holds and only with
+    ``allow_missing_negatives``, is an absent negative: ids ``[]``, key
+    :data:`~simcse_weince.losses.duplicates.ABSENT_KEY`, not truncated, and it drops nothing. Returns, per column
+    ``j``, the three columns of :func:`token_column_names` (ids truncated to ``max_length``, duplicate key,
+    whether the cell was truncated).
     """
     n, rows = len(columns), len(columns[0]) if columns else 0
     names = [token_column_names(j) for j in range(n)]
     if not rows:
         return {name: [] for triple in names for name in triple}
-    ids, encodings, special = encode([cell for col in columns for cell in col], tokenizer, max_length)
-    kept = [i for i in range(rows) if not any(special.issuperset(ids[j * rows + i]) for j in range(n))]
+    cells = [cell for col in columns for cell in col]
+    ids, encodings, special = encode(cells, tokenizer, max_length)
+    absent = [not cell for cell in cells]
+    unknown = [special.issuperset(x) and not gone for x, gone in zip(ids, absent, strict=True)]
+    kept = [i for i in range(rows) if not any(unknown[j * rows + i] for j in range(n))]
     out: dict[str, list] = {}
     for j, (ids_name, key_name, truncated_name) in enumerate(names):
-        col = [ids[j * rows + i] for i in kept]
-        out[ids_name] = col
-        out[key_name] = [sentence_key(x) for x in col]
-        out[truncated_name] = [bool(encodings[j * rows + i].overflowing) for i in kept]
+        at = [j * rows + i for i in kept]
+        out[ids_name] = [[] if absent[c] else ids[c] for c in at]
+        out[key_name] = [ABSENT_KEY if absent[c] else sentence_key(ids[c]) for c in at]
+        out[truncated_name] = [bool(encodings[c].overflowing) and not absent[c] for c in at]
     return out
 
 
@@ -407,7 +414,8 @@ class SimCSECollator:
     def collate_columns(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         """Rows of n texts (anchor, positive, hard negatives: the token cache's ``input_ids``, ``input_ids_1``,
         ...): ``input_ids`` and ``attention_mask`` (B, n, L), all texts padded to one length, and
-        ``sentence_key`` (B, n)."""
+        ``sentence_key`` (B, n). An absent hard negative (ids ``[]``) is all padding, attention mask 0, with the
+        key :data:`~simcse_weince.losses.duplicates.ABSENT_KEY`."""
         n = 1
         while f"input_ids_{n}" in rows[0]:
             n += 1
@@ -417,7 +425,10 @@ class SimCSECollator:
         b = len(rows)
         out = {k: v.view(b, n, -1) for k, v in batch.items()}
         keys = [
-            [r[key_name] if key_name in r else sentence_key(r[ids_name]) for ids_name, key_name, _ in names]
+            [
+                r[key_name] if key_name in r else sentence_key(r[ids_name]) if r[ids_name] else ABSENT_KEY
+                for ids_name, key_name, _ in names
+            ]
             for r in rows
         ]
         out["sentence_key"] = torch.tensor(keys, dtype=torch.int64)

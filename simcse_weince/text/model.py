@@ -96,6 +96,8 @@ class SimCSEModel(nn.Module):
         Unsupervised rows, ``input_ids`` (B, L): each sentence is encoded twice (two dropout views, SimCSE).
         Supervised rows, ``input_ids`` (B, n, L) with n = 2 + k texts per row (anchor, positive, k hard
         negatives: the collator's layout): each text once, all B·n in one forward (SimCSE's supervised mode).
+        A text without a token (attention mask all 0: a row's absent hard negative) is not encoded; its
+        embedding is the zero vector, and the trainer masks it out of every anchor's candidates.
         """
         if input_ids.ndim == 3:
             return self._forward_rows(input_ids, attention_mask, token_type_ids)
@@ -103,10 +105,13 @@ class SimCSEModel(nn.Module):
         ids = torch.cat([input_ids, input_ids])  # (2B, L): one forward, two dropout views
         mask = torch.cat([attention_mask, attention_mask])
         tti = None if token_type_ids is None else torch.cat([token_type_ids, token_type_ids])
-        z = self._pooled(self.pooler, ids, mask, tti)  # (2B, H)
-        if self.mlp is not None:
-            z = self.mlp(z)
+        z = self._embed(ids, mask, tti)  # (2B, H)
         return {"anchors": z[:b], "positives": z[b:]}
+
+    def _embed(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
+        """The training embeddings of (N, L) texts: the training pooler, then the MLP (``cls``)."""
+        z = self._pooled(self.pooler, input_ids, attention_mask, token_type_ids)
+        return z if self.mlp is None else self.mlp(z)
 
     def _forward_rows(self, input_ids, attention_mask, token_type_ids) -> dict[str, torch.Tensor]:
         b, n, length = input_ids.shape
@@ -117,9 +122,13 @@ class SimCSEModel(nn.Module):
         flat = input_ids.transpose(0, 1).reshape(n * b, length)  # (n·B, L), column-major: all anchors first
         mask = attention_mask.transpose(0, 1).reshape(n * b, length)
         tti = None if token_type_ids is None else token_type_ids.transpose(0, 1).reshape(n * b, length)
-        z = self._pooled(self.pooler, flat, mask, tti)  # (n·B, H)
-        if self.mlp is not None:
-            z = self.mlp(z)
+        present = mask.any(dim=1)  # (n·B,): False for an absent hard negative (no token)
+        if bool(present.all()):
+            z = self._embed(flat, mask, tti)  # (n·B, H)
+        else:
+            keep = present.nonzero().squeeze(1)
+            z_kept = self._embed(flat[keep], mask[keep], None if tti is None else tti[keep])
+            z = z_kept.new_zeros(n * b, z_kept.shape[1]).index_copy(0, keep, z_kept)
         z = z.view(n, b, -1)
         views = {"anchors": z[0], "positives": z[1]}
         if n > 2:

@@ -18,7 +18,7 @@ base_model: {base_model}
 
 # {title}
 
-Unsupervised SimCSE sentence encoder trained with **{loss_name}** by
+{mode} SimCSE sentence encoder trained with **{loss_name}** by
 simcse-weince (`train_unsup.py`).
 
 | | |
@@ -77,7 +77,10 @@ def render_model_card(
     usage_path: str,
     note: str = "",
     inference_desc: str = "",
+    supervised: bool = False,
 ) -> str:
+    """The card's text. ``supervised``: trained on pairs (and hard negatives), SimCSE's supervised mode; else on
+    single sentences with dropout views (``data_desc`` says which rows and how many)."""
     rows = "\n".join(f"| {k} | {v:.2f} |" for k, v in scores.items()) or "| (not evaluated) | |"
     base_desc = (
         f"`{base_model}` architecture, randomly initialised from its config" if from_config else f"`{base_model}`"
@@ -104,6 +107,7 @@ def render_model_card(
         usage_path=usage_path,
         inference_desc=inference_desc,
         citation=citation.strip(),
+        mode="Supervised" if supervised else "Unsupervised",
     )
 
 

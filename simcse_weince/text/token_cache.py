@@ -46,6 +46,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 
+from simcse_weince.losses.duplicates import ABSENT_KEY
 from simcse_weince.text.columns import (
     ColumnFile,
     check_text_columns,
@@ -207,10 +208,19 @@ def _column_part(cf: ColumnFile, start: int, stop: int, line: int, skip_bad_rows
 
 
 def _hub_columns(
-    ds: datasets.Dataset, columns: list[str], start: int, stop: int, where: str, skip: bool, read: TextStats
+    ds: datasets.Dataset,
+    columns: list[str],
+    start: int,
+    stop: int,
+    where: str,
+    skip: bool,
+    read: TextStats,
+    required: int | None = None,
 ) -> datasets.Dataset:
-    """Rows ``[start, stop)`` of a Hub dataset's text columns, checked and counted in ``read``."""
-    return _as_text(hub_rows(ds.select_columns(columns)[start:stop], columns, start, where, skip, read))
+    """Rows ``[start, stop)`` of a Hub dataset's text columns, checked and counted in ``read`` (the columns after
+    ``required`` may be missing: absent hard negatives)."""
+    rows = ds.select_columns([c for c in columns if c in ds.column_names])[start:stop]
+    return _as_text(hub_rows(rows, columns, start, where, skip, read, required))
 
 
 def build_cache(
@@ -321,7 +331,21 @@ def finish(ds: datasets.Dataset, stats: TextStats, max_rows: int | None) -> data
     if max_rows is not None and max_rows < len(ds):
         ds = ds.select(range(max_rows))  # a contiguous slice of the memory map: nothing is copied
     stats.truncated = count_truncated(ds)
+    stats.rows_by_negatives = count_negatives(ds)
     return ds.remove_columns(truncated_columns(ds))
+
+
+def count_negatives(ds: datasets.Dataset) -> list[int]:
+    """How many rows hold 0, 1, ..., k hard negatives (not :data:`ABSENT_KEY`), for rows of k ≥ 1 negative
+    columns; ``[]`` for sentences and pairs. Read in column batches from the memory map."""
+    names = [token_column_names(j)[1] for j in range(2, num_text_columns(ds))]
+    if not names:
+        return []
+    counts = np.zeros(len(names) + 1, dtype=np.int64)
+    for batch in ds.select_columns(names).with_format("numpy").iter(batch_size=WRITER_BATCH * 10):
+        present = sum((np.asarray(batch[n]) != ABSENT_KEY).astype(np.int64) for n in names)
+        counts += np.bincount(present, minlength=len(names) + 1)
+    return counts.tolist()
 
 
 def _open(folder: Path, stats: TextStats, max_rows: int | None, reused: bool) -> datasets.Dataset:
@@ -470,6 +494,7 @@ def prepare_column_files(
     build: bool = True,
     max_rows: int | None = None,
     num_proc: int | None = None,
+    allow_missing_negatives: bool = False,
 ) -> tuple[datasets.Dataset, int]:
     """The tokenised rows of local column files (CSV, TSV, JSON Lines, Parquet; text files too when one column
     is read), from their cache (built first when missing). Reading: :mod:`simcse_weince.text.columns`.
@@ -486,6 +511,9 @@ def prepare_column_files(
             counts rows, ``text_columns`` names the columns read, ``bad_rows_skipped`` the rows skipped.
         skip_bad_rows: skip and count bad rows instead of stopping at the first one.
         cache_root, build, max_rows, num_proc: as :func:`prepare_text_files`.
+        allow_missing_negatives: pairs and triplets together: a hard-negative column may be missing from a file,
+            empty or null in a row (an absent negative: ids ``[]``, key ``ABSENT_KEY``); ``stats.rows_by_negatives``
+            counts the rows by how many negatives they hold.
 
     Returns:
         A memory-mapped ``Dataset`` and its number ``n`` of text columns: ``input_ids`` and ``sentence_key`` (the
@@ -500,7 +528,7 @@ def prepare_column_files(
     """
     if columns is not None:
         columns = check_text_columns(columns)
-    opened = [open_column_file(p, bool(drop), columns) for p, drop in files]
+    opened = [open_column_file(p, bool(drop), columns, allow_missing_negatives) for p, drop in files]
     if not opened:
         raise ValueError("no training file given; expected at least one text or column file")
     n = check_same_width(opened)
@@ -552,28 +580,44 @@ def prepare_hub_columns(
     build: bool = True,
     max_rows: int | None = None,
     num_proc: int | None = None,
+    allow_missing_negatives: bool = False,
 ) -> tuple[datasets.Dataset, int]:
     """The tokenised rows of a Hub dataset's named text columns (e.g. ``princeton-nlp/datasets-for-simcse`` /
     ``nli_for_simcse.csv``: ``sent0``, ``sent1``, ``hard_neg`` by default), through the same cache; the columns,
-    cells, bad rows (``hub:NAME/FILE: row N``) and returned schema as :func:`prepare_column_files`."""
+    cells, bad rows (``hub:NAME/FILE: row N``), ``allow_missing_negatives`` and returned schema as
+    :func:`prepare_column_files`."""
     from datasets import load_dataset
 
     ds = load_dataset(name, data_files=data_file, split="train") if data_file else load_dataset(name, split="train")
     where = f"hub:{name}" + (f"/{data_file}" if data_file else "")
-    cols = choose_columns(ds.column_names, check_text_columns(columns) if columns is not None else None, where)
+    configured = check_text_columns(columns) if columns is not None else None
+    cols = choose_columns(ds.column_names, configured, where, allow_missing_negatives)
     for c in cols:
+        if c not in ds.column_names:
+            continue  # an absent hard-negative column (allow_missing_negatives)
         feature = ds.features[c]
         if getattr(feature, "dtype", None) not in ("string", "large_string", "null"):
             raise ValueError(f"{where}: the column {c!r} holds {feature}; expected text (strings)")
     source = {"hub": name, "data_file": data_file, "columns": cols, "skip_bad_rows": skip_bad_rows,
               "fingerprint": ds._fingerprint}  # fmt: skip
+    if allow_missing_negatives:
+        source["allow_missing_negatives"] = True
+    required = 2 if allow_missing_negatives else len(cols)
     key = cache_key([source], tokenizer, max_length)
 
     def plan():
         read = TextStats(files=[where], text_columns=cols)  # filled by the parts as they are read
         parts = [
             functools.partial(
-                _hub_columns, ds, cols, start, min(start + HUB_PART_ROWS, len(ds)), where, skip_bad_rows, read
+                _hub_columns,
+                ds,
+                cols,
+                start,
+                min(start + HUB_PART_ROWS, len(ds)),
+                where,
+                skip_bad_rows,
+                read,
+                required,
             )
             for start in range(0, len(ds), HUB_PART_ROWS)
         ]

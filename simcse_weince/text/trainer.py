@@ -20,7 +20,7 @@ from torch import nn
 
 from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import STSTask
-from simcse_weince.losses.duplicates import duplicate_mask, supervised_duplicate_mask
+from simcse_weince.losses.duplicates import ABSENT_KEY, candidate_mask, duplicate_mask, supervised_candidates
 from simcse_weince.text.encoder import SimCSEEncoder
 from simcse_weince.training.trainer import ContrastiveTrainer
 
@@ -94,12 +94,21 @@ class SimCSETrainer(ContrastiveTrainer):
 
     def negative_mask(self, inputs: dict[str, Any]) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
         keys = inputs.pop("sentence_key", None)
-        if not self.mask_duplicates or keys is None:
+        if keys is None:
             return None, {}
         gathered = self.contrastive_loss.gather_across_devices
-        if keys.ndim == 2:  # supervised rows (B, n): anchor, positive, hard negatives
-            mask = supervised_duplicate_mask(keys[:, 0], keys[:, 1], list(keys[:, 2:].T), gathered)
-            return mask, {"duplicates_masked_per_step": mask.sum().float()}
+        if keys.ndim == 2:  # supervised rows (B, n): anchor, positive, hard negatives; absent ones always masked
+            candidates = supervised_candidates(keys[:, 1], list(keys[:, 2:].T), gathered)
+            mask = candidate_mask(keys[:, 0], keys[:, 1], candidates, gathered, self.mask_duplicates)
+            absent = (candidates == ABSENT_KEY).sum()
+            extra = {"absent_negatives_per_step": absent.float()} if keys.shape[1] > 2 else {}
+            if self.mask_duplicates:
+                extra["duplicates_masked_per_step"] = (mask.sum() - absent * keys.shape[0]).float()
+            elif not absent:
+                return None, extra
+            return mask, extra
+        if not self.mask_duplicates:
+            return None, {}
         mask = duplicate_mask(keys, gathered)
         # pairs masked beyond each anchor's own positive
         return mask, {"duplicates_masked_per_step": (mask.sum() - keys.numel()).float()}

@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
 from simcse_weince.losses.distributed import all_gather_with_grad
-from simcse_weince.losses.duplicates import supervised_duplicate_mask
+from simcse_weince.losses.duplicates import ABSENT_KEY, supervised_duplicate_mask
 from tests.helpers import free_port
 
 WORLD = 2
@@ -31,6 +31,7 @@ def _global_batch(layout: str, k: int) -> dict[str, torch.Tensor]:
     rows, cols = (2 * B, 2 * B) if layout == "ntxent" else (B, (1 + k) * B)
     mask = torch.rand(rows, cols, generator=g) < 0.1
     keys = torch.randint(0, 30, (2 + k, B), generator=g)
+    keys[2:][torch.rand(k, B, generator=g) < 0.3] = ABSENT_KEY  # pairs among the triplets: absent negatives
     return {"a": a, "p": p, "n": n, "mask": mask, "keys": keys}
 
 
@@ -109,7 +110,8 @@ def test_two_processes_equal_one_process_global_batch(name: str, layout: str, k:
     if layout == "simcse":
         keys = batch["keys"]
         whole = supervised_duplicate_mask(keys[0], keys[1], keys[2:])
-        assert whole.any()
+        absent = (keys[2:] == ABSENT_KEY).flatten()  # the negative blocks' columns, in order
+        assert whole.any() and bool(absent.any()) == bool(k) and whole[:, B:][:, absent].all()
         torch.testing.assert_close(torch.cat([r["duplicates"] for r in parts]), whole)
 
 

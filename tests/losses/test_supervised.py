@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from simcse_weince.losses import InfoNCELoss, WeinceLoss, score_matrix
+from simcse_weince.losses.duplicates import ABSENT_KEY, supervised_duplicate_mask
 from tests.losses.reference import reference_simcse_supervised, reference_weince
 
 B, D, TAU = 24, 12, 0.1  # k = 2 gives K = 3·24 − 1 = 71 negatives per anchor: the tail fits run
@@ -227,3 +228,28 @@ def test_hard_negative_weight_needs_the_simcse_layout_and_is_in_the_config() -> 
         assert "hard_negative_weight=" in repr(loss_fn)
     # w = 0 (SimCSE's default) leaves the configuration (and the model cards) of unsupervised runs unchanged
     assert "hard_negative_weight" not in WeinceLoss().get_config_dict()
+
+
+@pytest.mark.parametrize("w", [0.0, 1.0])
+def test_absent_negatives_leave_the_loss(w: float) -> None:
+    """Pairs among the triplets: the mask of absent negatives (ABSENT_KEY) makes InfoNCE the closed form over
+    the negatives that exist, and WEINCE the loop reference with that mask."""
+    a, p, n = _triplets(1)
+    present = torch.rand(B, generator=torch.Generator().manual_seed(3)) < 0.6
+    assert 0 < int(present.sum()) < B
+    rows = torch.arange(B)
+    neg_keys = torch.where(present, rows + 2 * B, torch.full_like(rows, ABSENT_KEY))
+    mask = supervised_duplicate_mask(rows, rows + B, [neg_keys], duplicates=False)
+    value = InfoNCELoss(TAU, hard_negative_weight=w)(a, p, negative_mask=mask, negatives=n)
+    an, cands = F.normalize(a.double(), dim=-1), F.normalize(torch.cat([p, n[0][present]]).double(), dim=-1)
+    logits = an @ cands.T / TAU  # (B, B + present): only the negatives that exist
+    own = torch.zeros_like(logits)
+    own[rows[present], B + torch.arange(int(present.sum()))] = w
+    assert value.item() == pytest.approx(F.cross_entropy(logits + own, rows).item(), rel=1e-6)
+    loss_fn = WeinceLoss(TAU, hard_negative_weight=w)
+    value = loss_fn(a, p, negative_mask=mask, negatives=n)
+    ref = reference_weince(
+        a.numpy(), p.numpy(), negatives=n.numpy(), negative_mask=mask.numpy(), hard_negative_weight=w, temperature=TAU
+    )
+    assert value.item() == pytest.approx(ref["loss"], rel=1e-5, abs=1e-5)
+    np.testing.assert_allclose(loss_fn.last_statistics.lam.numpy(), ref["lam"], rtol=1e-5, atol=1e-5)

@@ -13,7 +13,7 @@ import pytest
 from datasets import Features, List, Value
 from transformers import AutoTokenizer
 
-from simcse_weince.losses.duplicates import sentence_key
+from simcse_weince.losses.duplicates import ABSENT_KEY, sentence_key
 from simcse_weince.text import token_cache
 from simcse_weince.text.arguments import DataArguments
 from simcse_weince.text.columns import choose_columns, normalise_cell
@@ -305,3 +305,75 @@ def test_data_arguments_columns(tmp_path: Path) -> None:
         DataArguments(train_files=["a.csv", "c.txt"], text_columns=["sent0", "sent1"])
     with pytest.raises(ValueError, match=r"a\.csv\.gz is a compressed CSV file: decompress it first"):
         DataArguments(train_files=["a.csv.gz"])
+
+
+def test_pairs_and_triplets_together(tok, tmp_path: Path) -> None:
+    """allow_missing_negatives: a file without the negative column and empty or null negatives are absent
+    negatives (ids [], ABSENT_KEY); the anchor and positive stay required; without the setting, the error says
+    how to get there."""
+    triplets = tmp_path / "triplets.csv"
+    triplets.write_bytes(NLI_CSV.encode("utf-8"))
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("sent1,sent0\nA kid runs.,A child is running.\nNobody.,A crowd.\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"pairs\.csv:1: the header: no column 'hard_neg' \(text_columns\); .* "
+                                         r"together with triplets, set allow_missing_negatives$"):  # fmt: skip
+        prepare([triplets, pairs], tok, tmp_path, columns=["sent0", "sent1", "hard_neg"])
+    ds, n, stats = prepare([triplets, pairs], tok, tmp_path, allow_missing_negatives=True)  # SimCSE's 3 columns
+    assert n == 3 and stats.text_columns == ["sent0", "sent1", "hard_neg"] and stats.rows_by_negatives == [2, 4]
+    assert_rows(ds.select(range(4)), tok, NLI)
+    assert ds["input_ids"][4:] == ids_of(tok, ["A child is running.", "A crowd."])  # by name, not position
+    assert ds["input_ids_2"][4:] == [[], []] and ds["sentence_key_2"][4:] == [ABSENT_KEY, ABSENT_KEY]
+    plain, _, plain_stats = prepare([triplets], tok, tmp_path)
+    assert plain_stats.cache_dir != stats.cache_dir  # the setting is part of the cache key
+
+    gaps = tmp_path / "gaps.jsonl"
+    gaps.write_text(
+        '{"sent0": "a cat", "sent1": "a kitten", "hard_neg": "a dog"}\n{"sent0": "a car", "sent1": "a vehicle"}\n'
+        '{"sent0": "the sun", "sent1": "a star", "hard_neg": null}\n{"sent0": "rain", "sent1": "water", '
+        '"hard_neg": " \\u200b"}\n',
+        encoding="utf-8",
+    )
+    ds, _, stats = prepare([gaps], tok, tmp_path, allow_missing_negatives=True)
+    assert stats.rows_by_negatives == [3, 1] and ds["input_ids_2"][1:] == [[], [], []]
+    assert ds["input_ids_2"][0] == ids_of(tok, ["a dog"])[0]
+    table = pa.table({"sent0": ["a cat", "a car"], "sent1": ["a kitten", "a vehicle"]})
+    pq.write_table(table, tmp_path / "pairs.parquet")
+    ds, _, stats = prepare([tmp_path / "pairs.parquet"], tok, tmp_path, allow_missing_negatives=True)
+    assert stats.rows_by_negatives == [2, 0] and ds["sentence_key_2"][:] == [ABSENT_KEY] * 2
+    # the anchor and the positive stay required
+    no_positive = tmp_path / "no_positive.jsonl"
+    no_positive.write_text('{"sent0": "a", "sent1": "b"}\n{"sent0": "a cat", "hard_neg": "a dog"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"no_positive\.jsonl:2: no 'sent1' in the object; expected JSON Lines: .* "
+                                         r"text \(strings\) in sent0, sent1 \(hard_neg may be empty\)$"):  # fmt: skip
+        prepare([no_positive], tok, tmp_path, allow_missing_negatives=True)
+    empty_anchor = tmp_path / "empty_anchor.csv"
+    empty_anchor.write_text("sent0,sent1,hard_neg\n,b,c\na cat,a kitten,\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"empty_anchor\.csv:2: 'sent0' is empty"):
+        prepare([empty_anchor], tok, tmp_path, allow_missing_negatives=True)
+    ds, _, stats = prepare([empty_anchor], tok, tmp_path, allow_missing_negatives=True, skip_bad_rows=True)
+    assert (len(ds), stats.bad_rows_skipped, stats.rows_by_negatives) == (1, 1, [1, 0])
+
+
+def test_absent_negatives_through_the_hub_path(tok, tmp_path: Path) -> None:
+    f = tmp_path / "pairs.csv"
+    f.write_text("sent0,sent1\na cat,a kitten\na car,a vehicle\n", encoding="utf-8")
+    stats = TextStats()
+    ds, n = token_cache.prepare_hub_columns(
+        "csv", str(f), None, tok, 16, stats, cache_root=tmp_path / "hub", allow_missing_negatives=True
+    )
+    assert n == 3 and stats.rows_by_negatives == [2, 0] and ds["sentence_key_2"][:] == [ABSENT_KEY] * 2
+
+
+def test_tokenize_columns_keeps_absent_negatives_apart(tok) -> None:
+    cols = tokenize_columns([["a cat", "a car"], ["a kitten", "a vehicle"], ["", "a bike"]], tok, 16)
+    assert cols["input_ids_2"] == [[], tok("a bike")["input_ids"]]
+    assert cols["sentence_key_2"] == [ABSENT_KEY, sentence_key(tok("a bike")["input_ids"])]
+    assert cols["truncated_2"] == [False, False] and len(cols["input_ids"]) == 2  # an absent negative drops nothing
+
+
+def test_allow_missing_negatives_arguments() -> None:
+    DataArguments(train_files=["a.csv", "b.jsonl"], allow_missing_negatives=True)
+    with pytest.raises(ValueError, match=r"c\.txt is read as lines, one sentence each, but allow_missing_negatives"):
+        DataArguments(train_files=["a.csv", "c.txt"], allow_missing_negatives=True)
+    with pytest.raises(ValueError, match=r"allow_missing_negatives: text_columns \['a', 'b'\] has no hard-negative"):
+        DataArguments(train_files=["a.csv"], text_columns=["a", "b"], allow_missing_negatives=True)

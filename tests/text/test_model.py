@@ -93,3 +93,24 @@ def test_export_loads_with_sentence_transformers(
     if pooler == "cls" and not mlp_only_train:
         plain = SimCSEEncoder(SimCSEModel(model.encoder, "cls_before_pooler"), tok).encode(SENTENCES)
         assert not np.allclose(plain, ours, atol=1e-3)
+
+
+def test_absent_hard_negatives_are_not_encoded(tiny_bert_dir: Path) -> None:
+    """Rows (B, n, L) with an all-padding text (an absent hard negative): only the present texts go through the
+    encoder, each embedded as in a batch without the absent ones; the absent ones are zero vectors."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True), pooler="cls", mlp_only_train=False)
+    model.eval()
+    texts = [["a cat", "a kitten", "a dog"], ["a car", "a vehicle", ""], ["the sun", "a star", ""]]
+    ids = [tok(t)["input_ids"] if t else [] for row in texts for t in row]
+    batch = tok.pad({"input_ids": ids}, return_tensors="pt")
+    batch = {k: v.view(3, 3, -1) for k, v in batch.items()}
+    seen: list[int] = []
+    model.encoder.embeddings.register_forward_hook(lambda m, i, o: seen.append(o.shape[0]))
+    out = model(**batch)
+    assert seen == [7]  # 9 texts, 2 absent
+    assert torch.equal(out["negatives"][0, 1:], torch.zeros(2, 32))
+    present = model(**tok([t for row in texts for t in row if t], padding=True, return_tensors="pt"))
+    together = torch.cat([out["anchors"], out["positives"], out["negatives"][0, :1]])
+    order = [0, 3, 5, 1, 4, 6, 2]  # anchors, positives, then the one present negative, in the flat order
+    torch.testing.assert_close(together, present["anchors"][order])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,6 +14,8 @@ from transformers import TrainerCallback
 from experiments.sick_nli import build_rows, read_sick
 from simcse_weince.cli.train_text import run
 from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.duplicates import ABSENT_KEY
+from simcse_weince.text.trainer import SimCSETrainer
 from tests.helpers import text_run_args
 
 
@@ -58,30 +61,61 @@ def loss_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...] | None]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["triplets", "pairs"])
+@pytest.mark.parametrize("kind", ["triplets", "pairs", "mixed"])
 def test_supervised_rows_reach_the_model_and_the_loss(
     kind: str, sick_rows, tiny_bert_dir: Path, tmp_path: Path, loss_calls
 ) -> None:
     triplets, pairs = sick_rows
-    if kind == "triplets":
-        data = write_rows(tmp_path / "rows.csv", ("sent0", "sent1", "hard_neg"), triplets)
-    else:
-        data = write_rows(tmp_path / "rows.csv", ("sent0", "sent1"), pairs)
+    files, flags = [], {}
+    if kind in ("triplets", "mixed"):
+        files.append(write_rows(tmp_path / "triplets.csv", ("sent0", "sent1", "hard_neg"), triplets))
+    if kind in ("pairs", "mixed"):
+        files.append(write_rows(tmp_path / "pairs.csv", ("sent0", "sent1"), pairs))
+    if kind == "mixed":  # the pairs first in the order read: the first batches hold both kinds
+        files, flags = files[::-1], {"allow_missing_negatives": True, "mask_duplicates": False}
     inputs = ModelInputs()
     args = text_run_args(
-        tiny_bert_dir, data, tmp_path / "run", drop_unterminated_last_line=None, max_train_samples=None,
-        max_steps=3, eval_steps=3, save_steps=3, mlp_only_train=False, hard_negative_weight=1.0,
+        tiny_bert_dir, files, tmp_path / "run", drop_unterminated_last_line=None, max_train_samples=None,
+        max_steps=3, eval_steps=3, save_steps=3, mlp_only_train=False, hard_negative_weight=1.0, **flags,
     )  # fmt: skip
     results = run(args, callbacks=[inputs])
-    n = 3 if kind == "triplets" else 2
+    n = 2 if kind == "pairs" else 3
     assert results["steps"] == 3 and results["text"]["text_columns"] == ["sent0", "sent1", "hard_neg"][:n]
-    assert results["text"]["sentences"] == len(triplets if kind == "triplets" else pairs)
+    assert results["text"]["sentences"] == {"triplets": 251, "pairs": 1033, "mixed": 1284}[kind]
+    assert results["text"]["rows_by_negatives"] == {"triplets": [0, 251], "pairs": [], "mixed": [1033, 251]}[kind]
     assert [s[:2] for s in inputs.shapes] == [(16, n)] * 3  # one forward of the B rows' n texts each
     training_calls = [c for c in loss_calls if c is not None] if n == 3 else loss_calls
     assert training_calls[:3] == ([(1, 16, 32)] * 3 if n == 3 else [None] * 3)
     assert results["loss"]["hard_negative_weight"] == 1.0 and results["inference_pooler"] == "cls"
+    card = (tmp_path / "run" / "model" / "README.md").read_text(encoding="utf-8")
+    assert "Supervised SimCSE sentence encoder" in card
+    rows = {
+        "triplets": "251 rows: 251 triplets (anchor, positive, hard negative) from triplets.csv",
+        "pairs": "1,033 pairs (anchor, positive) from pairs.csv",
+        "mixed": "1,284 rows: 251 triplets (anchor, positive, hard negative) and 1,033 pairs (anchor, positive) "
+        "from pairs.csv, triplets.csv",
+    }
+    assert f"| training data | {rows[kind]} (" in card
 
     from sentence_transformers import SentenceTransformer
 
     st = SentenceTransformer(str(tmp_path / "run" / "model"), device="cpu")
     assert st.encode(["A man is playing a guitar."]).shape == (1, 32)
+
+
+def test_the_trainer_masks_absent_negatives_with_or_without_duplicate_masking() -> None:
+    keys = torch.tensor([[10, 11, 12], [20, 21, ABSENT_KEY], [30, 10, ABSENT_KEY]])  # rows 1, 2: pairs
+    absent = torch.zeros(3, 6, dtype=torch.bool)  # candidates [p0 p1 p2 | n0 n1 n2]
+    absent[:, [4, 5]] = True
+    loss = SimpleNamespace(gather_across_devices=False)
+    for dup in (False, True):
+        trainer = SimpleNamespace(contrastive_loss=loss, mask_duplicates=dup)
+        mask, extra = SimCSETrainer.negative_mask(trainer, {"sentence_key": keys.clone()})
+        want = absent.clone()
+        if dup:
+            want[0, 2] = True  # p2 = anchor 0's sentence
+        assert torch.equal(mask, want)
+        assert extra["absent_negatives_per_step"] == 2
+        assert extra.get("duplicates_masked_per_step", 1) == 1
+    trainer = SimpleNamespace(contrastive_loss=loss, mask_duplicates=False)
+    assert SimCSETrainer.negative_mask(trainer, {"sentence_key": torch.tensor([[1, 2, 3], [4, 5, 6]])})[0] is None
