@@ -323,7 +323,7 @@ def test_pairs_and_triplets_together(tok, tmp_path: Path) -> None:
     assert_rows(ds.select(range(4)), tok, NLI)
     assert ds["input_ids"][4:] == ids_of(tok, ["A child is running.", "A crowd."])  # by name, not position
     assert ds["input_ids_2"][4:] == [[], []] and ds["sentence_key_2"][4:] == [ABSENT_KEY, ABSENT_KEY]
-    plain, _, plain_stats = prepare([triplets], tok, tmp_path)
+    _, _, plain_stats = prepare([triplets], tok, tmp_path)
     assert plain_stats.cache_dir != stats.cache_dir  # the setting is part of the cache key
 
     gaps = tmp_path / "gaps.jsonl"
