@@ -23,7 +23,7 @@ setup: $(VENV)/.installed
 quickstart: setup
 	$(PY) train_unsup.py configs/quickstart.yaml --overwrite_output_dir true
 
-# Supervised SimCSE on triplets from SICK's training split (written to outputs/sick_nli first).
+# Supervised SimCSE on pairs and triplets from SICK's training split (written to outputs/sick_nli first).
 quickstart-sup: setup
 	$(PY) -m experiments.sick_nli --out outputs/sick_nli
 	$(PY) train_unsup.py configs/sup_quickstart.yaml --overwrite_output_dir true

@@ -2,7 +2,9 @@
 
 ``parse_config(["configs/x.yaml", "--learning_rate", "1e-5"])`` reads the YAML (keys = dataclass field
 names; an unknown key is an error naming the file and key), uses its values as defaults, then applies the
-command-line arguments (unknown flags are errors). Every error is one :class:`ConfigError` line naming its
+command-line arguments (unknown flags are errors). A YAML file may start from another one: ``base: other.yaml``
+(relative to the file's folder) reads that file first and overrides its keys, so that two recipes that differ in
+a few keys share the rest. Every error is one :class:`ConfigError` line naming its
 true source: ``<file>:<line>:<column>`` for YAML syntax, ``<file>: ...`` for a value from the file,
 ``command line: --flag value: ...`` for one from the command line. :func:`save_run_info` writes the resolved
 configuration, library versions and the git revision next to the outputs.
@@ -61,9 +63,42 @@ def _yaml_error(path: Path, err: yaml.YAMLError, text: str) -> str:
     return out
 
 
+BASE_KEY = "base"  # a YAML file's key naming the file it starts from
+
+
 def load_yaml_config(path: str | Path, types: Sequence[type]) -> dict[str, Any]:
-    """Read a flat YAML mapping and check every key against the dataclass fields."""
-    path = Path(path)
+    """Read a flat YAML mapping (with its ``base`` files) and check every key against the dataclass fields."""
+    return load_yaml_chain(path, types)[0]
+
+
+def load_yaml_chain(
+    path: str | Path, types: Sequence[type], _seen: tuple[Path, ...] = ()
+) -> tuple[dict[str, Any], dict[str, Path]]:
+    """The values of a YAML file on top of those of its ``base`` file (and so on), and the file each key's value
+    comes from.
+
+    Raises:
+        ConfigError: a file missing or unreadable, an unknown key, a ``base`` that is not a file name, is missing
+            or leads back to a file of the chain; each names the file (and key).
+    """
+    cfg = _read_yaml_mapping(Path(path), types)
+    if BASE_KEY not in cfg:
+        return cfg, dict.fromkeys(cfg, Path(path))
+    base = cfg.pop(BASE_KEY)
+    if not isinstance(base, str) or not base.endswith((".yaml", ".yml")):
+        raise ConfigError(f"{path}: base: {base!r} is not a YAML file name; expected e.g. base: other.yaml")
+    base_path = Path(path).parent / base
+    chain = (*_seen, Path(path).resolve())
+    if base_path.resolve() in chain:
+        raise ConfigError(f"{path}: base: {base} leads back to {base_path}; expected a chain of files without a loop")
+    if not base_path.is_file():
+        raise ConfigError(f"{path}: base: config file not found: {base_path} (a path relative to {Path(path).parent})")
+    inherited, sources = load_yaml_chain(base_path, types, chain)
+    return inherited | cfg, sources | dict.fromkeys(cfg, Path(path))
+
+
+def _read_yaml_mapping(path: Path, types: Sequence[type]) -> dict[str, Any]:
+    """One YAML file's flat mapping, every key a dataclass field (or ``base``)."""
     if path.is_dir():
         raise ConfigError(f"config file {path} is a directory; expected a YAML file")
     if not path.is_file():
@@ -81,7 +116,7 @@ def load_yaml_config(path: str | Path, types: Sequence[type]) -> dict[str, Any]:
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: expected a mapping of option names to values, got {type(cfg).__name__}")
     known = config_keys(types)
-    unknown = sorted(set(cfg) - known, key=str)
+    unknown = sorted(set(cfg) - known - {BASE_KEY}, key=str)
     if unknown:
         hints = "".join(_did_you_mean(str(k), sorted(known)) for k in unknown[:1])
         raise ConfigError(f"{path}: unknown config keys {unknown}{hints}; expected dataclass field names (see --help)")
@@ -92,7 +127,7 @@ class _ConfigParser(HfArgumentParser):
     """``HfArgumentParser`` whose errors are :class:`ConfigError` naming where the value came from (the YAML file
     and key, or the command line and flag) instead of argparse's usage text and exit."""
 
-    def __init__(self, types: Sequence[type], yaml_path: Path | None, yaml_keys: set[str]) -> None:
+    def __init__(self, types: Sequence[type], yaml_path: Path | None, yaml_keys: dict[str, Path]) -> None:
         # no abbreviations: '--learning_rat' must be an error, not a silent '--learning_rate'
         super().__init__(list(types), allow_abbrev=False)
         self.yaml_path, self.yaml_keys = yaml_path, yaml_keys
@@ -104,7 +139,7 @@ class _ConfigParser(HfArgumentParser):
         if action is not None and action.dest in self.flags:
             raise ConfigError(f"{COMMAND_LINE}: {self.shown(action.dest)}: {match.group(2)}")
         if action is not None and action.dest in self.yaml_keys:  # a YAML string argparse could not convert
-            raise ConfigError(f"{self.yaml_path}: {action.dest}: {match.group(2)}")
+            raise ConfigError(f"{self.yaml_keys[action.dest]}: {action.dest}: {match.group(2)}")
         raise ConfigError(f"{COMMAND_LINE}: {message}")
 
     def record_flags(self, argv: Sequence[str]) -> None:
@@ -179,8 +214,9 @@ def _source(parser: _ConfigParser, dtype: type, values: dict[str, Any], message:
     defaults = {f.name: _field_default(f) for f in dataclasses.fields(dtype) if f.init}
     keys = [k for k in values if k in parser.yaml_keys]
     culprits = [k for k in keys if not _fails_alike(dtype, {**values, k: defaults[k]}, message)]
-    if len(culprits) == 1 and culprits[0] not in message:
-        return f"{parser.yaml_path}: {culprits[0]}"
+    if len(culprits) == 1:  # the file of the chain that holds the value, and the key unless the message names it
+        where = parser.yaml_keys[culprits[0]]
+        return str(where) if culprits[0] in message else f"{where}: {culprits[0]}"
     return str(parser.yaml_path)
 
 
@@ -194,11 +230,11 @@ def parse_config(types: Sequence[type], argv: Sequence[str]) -> tuple[Any, ...]:
             for one from the command line. argparse's own errors end the same way (no usage text, no exit).
     """
     argv = list(argv)
-    yaml_path, cfg = None, {}
+    yaml_path, cfg, sources = None, {}, {}
     if argv and argv[0].endswith((".yaml", ".yml")):
-        yaml_path, cfg = Path(argv[0]), load_yaml_config(argv[0], types)
+        yaml_path, (cfg, sources) = Path(argv[0]), load_yaml_chain(argv[0], types)
         argv = argv[1:]
-    parser = _ConfigParser(types, yaml_path, set(cfg))
+    parser = _ConfigParser(types, yaml_path, sources)
     parser.set_defaults(**cfg)
     parser.record_flags(argv)
     namespace, remaining = parser.parse_known_args(args=argv)

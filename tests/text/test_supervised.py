@@ -16,7 +16,7 @@ from simcse_weince.cli.train_text import run
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.duplicates import ABSENT_KEY
 from simcse_weince.text.trainer import SimCSETrainer
-from tests.helpers import text_run_args
+from tests.helpers import argv, text_run_args
 
 
 def write_rows(path: Path, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Path:
@@ -119,3 +119,22 @@ def test_the_trainer_masks_absent_negatives_with_or_without_duplicate_masking() 
         assert extra.get("duplicates_masked_per_step", 1) == 1
     trainer = SimpleNamespace(contrastive_loss=loss, mask_duplicates=False)
     assert SimCSETrainer.negative_mask(trainer, {"sentence_key": torch.tensor([[1, 2, 3], [4, 5, 6]])})[0] is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["weince", "infonce"])
+def test_paper_scale_supervised_configs_run_a_few_steps(loss: str, sick_rows, tiny_bert_dir: Path, tmp_path) -> None:
+    """configs/sup_bert_base_{weince,infonce}.yaml as shipped, with a tiny random encoder and the SICK triplets
+    in place of bert-base-uncased and the Hub's NLI file (no network here): 2 steps, the cls pooler with its MLP
+    at inference, the loss of the file's name."""
+    data = write_rows(tmp_path / "nli.csv", ("sent0", "sent1", "hard_neg"), sick_rows[0])
+    config = Path(__file__).resolve().parents[2] / "configs" / f"sup_bert_base_{loss}.yaml"
+    overrides = argv(
+        config, model_name_or_path=tiny_bert_dir, init_from_config=True, train_files=data, max_train_samples=64,
+        per_device_train_batch_size=16, max_steps=2, eval_steps=2, save_steps=2, eval_max_pairs=40,
+        eval_test_at_end=False, min_tail_points=10, output_dir=tmp_path / "run", precision="fp32",
+        disable_tqdm=True, report_to="none", dataloader_num_workers=0,
+    )  # fmt: skip
+    results = run(overrides)
+    assert results["steps"] == 2 and results["loss"]["name"] == loss and results["inference_pooler"] == "cls"
+    assert results["text"]["text_columns"] == ["sent0", "sent1", "hard_neg"]

@@ -11,7 +11,7 @@ import yaml
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
 from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
 from simcse_weince.training.arguments import LossArguments
-from simcse_weince.training.config import ConfigError, parse_config, save_run_info
+from simcse_weince.training.config import ConfigError, parse_config, save_run_info, to_plain
 
 GROUPS = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
 REPO = Path(__file__).resolve().parents[2]
@@ -133,7 +133,11 @@ def test_yaml_errors_name_file_line_and_column(data: bytes, start: str, tmp_path
     assert "<unicode string>" not in message and "^" not in message
 
 
-@pytest.mark.parametrize("name", ["quickstart.yaml", "unsup_bert_base.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    ["quickstart.yaml", "unsup_bert_base.yaml", "sup_quickstart.yaml", "sup_bert_base_weince.yaml",
+     "sup_bert_base_infonce.yaml"],
+)  # fmt: skip
 def test_shipped_configs_parse(name: str, tmp_path: Path) -> None:
     m, d, loss, t = parse_config(GROUPS, [str(REPO / "configs" / name), "--output_dir", str(tmp_path)])
     built = loss.build()
@@ -141,10 +145,52 @@ def test_shipped_configs_parse(name: str, tmp_path: Path) -> None:
         assert isinstance(built, InfoNCELoss) and not isinstance(built, WeinceLoss)
     else:
         assert isinstance(built, WeinceLoss)
-    if "bert_base" in name:
+    if name == "unsup_bert_base.yaml":
         assert (m.model_name_or_path, t.per_device_train_batch_size, t.learning_rate) == ("bert-base-uncased", 64, 3e-5)
         assert (d.max_seq_length, loss.temperature, t.num_train_epochs, t.eval_steps) == (32, 0.05, 1, 125)
         assert m.pooler == "cls" and m.mlp_only_train and d.train_files is None
+    if name.startswith("sup_bert_base"):  # SimCSE's supervised setting
+        assert (m.model_name_or_path, t.per_device_train_batch_size, t.learning_rate) == ("bert-base-uncased", 512,
+                                                                                          5e-5)  # fmt: skip
+        assert (d.max_seq_length, loss.temperature, t.num_train_epochs, t.eval_steps) == (32, 0.05, 3, 125)
+        assert m.pooler == "cls" and not m.mlp_only_train and d.train_files is None
+        assert (d.hub_dataset, d.hub_data_file) == ("princeton-nlp/datasets-for-simcse", "nli_for_simcse.csv")
+        assert d.text_columns == ["sent0", "sent1", "hard_neg"] and loss.hard_negative_weight == 0.0
+    if name == "sup_quickstart.yaml":
+        assert d.allow_missing_negatives and d.text_columns == ["sent0", "sent1", "hard_neg"]
+
+
+def test_the_two_supervised_recipes_differ_in_the_loss_and_the_folder_only(tmp_path: Path) -> None:
+    weince, infonce = (
+        [to_plain(g) for g in parse_config(GROUPS, [str(REPO / "configs" / f"sup_bert_base_{loss}.yaml")])]
+        for loss in ("weince", "infonce")
+    )
+    differ = {(i, k) for i, (a, b) in enumerate(zip(weince, infonce, strict=True)) for k in a if a[k] != b.get(k)}
+    assert {k for _, k in differ} >= {"loss", "output_dir"}
+    assert {k for _, k in differ} <= {"loss", "output_dir", "logging_dir", "run_name"}
+
+
+def test_a_config_starts_from_its_base(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.yaml").write_text("learning_rate: 1.0e-4\nseed: 7\ntemperature: 0.1\n", encoding="utf-8")
+    (tmp_path / "sub" / "b.yaml").write_text("base: ../a.yaml\nseed: 8\n", encoding="utf-8")
+    (tmp_path / "c.yaml").write_text("base: sub/b.yaml\ntemperature: 0.2\n", encoding="utf-8")
+    _, _, loss, t = parse_config(GROUPS, [str(tmp_path / "c.yaml"), "--seed", "9"])
+    assert (t.learning_rate, t.seed, loss.temperature) == (1e-4, 9, 0.2)  # a, then b, then c, then the flag
+    _, _, _, t = parse_config(GROUPS, [str(tmp_path / "c.yaml")])
+    assert t.seed == 8
+    # errors name the file of the chain that holds the value
+    (tmp_path / "a.yaml").write_text("temperature: -1\n", encoding="utf-8")
+    assert _error([str(tmp_path / "sub" / "b.yaml")]).startswith(f"{tmp_path / 'sub' / '..' / 'a.yaml'}: temperature")
+    (tmp_path / "a.yaml").write_text("learning_rat: 1\n", encoding="utf-8")
+    assert _error([str(tmp_path / "c.yaml")]).startswith(f"{tmp_path / 'sub' / '..' / 'a.yaml'}: unknown config keys")
+    for text, message in [
+        ("base: c.yaml\n", "base: c.yaml leads back to"),
+        ("base: missing.yaml\n", "base: config file not found:"),
+        ("base: [a.yaml]\n", "base: ['a.yaml'] is not a YAML file name"),
+    ]:
+        (tmp_path / "c.yaml").write_text(text, encoding="utf-8")
+        assert _error([str(tmp_path / "c.yaml")]).startswith(f"{tmp_path / 'c.yaml'}: {message}")
 
 
 def test_loss_arguments_reach_the_loss() -> None:
