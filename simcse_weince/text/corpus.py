@@ -85,10 +85,11 @@ def log_corpus(dataset: Dataset, stats: TextStats, max_length: int) -> None:
     """One line on what the corpus is (sentences, skipped lines, truncation, the cache and its size), and a
     warning when sentences were skipped for having no known token."""
     logger.info(
-        "training text: %d sentences from %s; %d blank lines, %d lines of invisible characters only "
+        "training text: %d %s from %s; %d blank lines, %d lines of invisible characters only "
         "(NUL, zero-width) and %d sentences with no known token skipped; %d truncated to %d tokens; "
         "cache %s (%s, %s)",
         len(dataset),
+        "rows" if len(stats.text_columns) > 1 else "sentences",
         ", ".join(stats.files),
         stats.blank_lines_skipped,
         stats.invisible_lines_skipped,
