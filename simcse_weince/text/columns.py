@@ -107,8 +107,9 @@ def choose_columns(
             names ``where`` and lists the columns found.
     """
     found = ", ".join(map(repr, available)) or "none"
+    setting = "text_columns"
     if allow_missing_negatives and not configured:
-        configured = SIMCSE_COLUMNS
+        configured, setting = SIMCSE_COLUMNS, "SimCSE's columns, the default with allow_missing_negatives"
     if configured:
         required = configured[:2] if allow_missing_negatives else configured
         missing = [c for c in required if c not in available]
@@ -120,7 +121,7 @@ def choose_columns(
                     "allow_missing_negatives"
                 )
             raise ValueError(
-                f"{where}: no column {', '.join(map(repr, missing))} (text_columns); the columns are {found}{hint}"
+                f"{where}: no column {', '.join(map(repr, missing))} ({setting}); the columns are {found}{hint}"
             )
         twice = [c for c in configured if list(available).count(c) > 1]
         if twice:

@@ -1,7 +1,8 @@
 """``SimCSETrainer`` and its STS-B dev evaluator.
 
 The trainer fills in one hook of :class:`~simcse_weince.training.trainer.ContrastiveTrainer`:
-``negative_mask`` (identical sentences of the batch are not each other's negatives). The views come from the
+``negative_mask`` (identical sentences of the batch are not each other's negatives; in supervised rows, a row's
+absent hard negative is no one's negative). The views come from the
 model's own forward (one forward of 2B rows). With ``gradient_cache_chunk_size = c`` that forward is cut into
 chunks of c sentences (2c rows: both dropout views of each), replayed with the same dropout masks; the
 duplicate mask stays over the whole batch (and over all processes when negatives are gathered).
@@ -100,8 +101,11 @@ class SimCSETrainer(ContrastiveTrainer):
         if keys.ndim == 2:  # supervised rows (B, n): anchor, positive, hard negatives; absent ones always masked
             candidates = supervised_candidates(keys[:, 1], list(keys[:, 2:].T), gathered)
             mask = candidate_mask(keys[:, 0], keys[:, 1], candidates, gathered, self.mask_duplicates)
-            absent = (candidates == ABSENT_KEY).sum()
-            extra = {"absent_negatives_per_step": absent.float()} if keys.shape[1] > 2 else {}
+            absent = (candidates == ABSENT_KEY).sum()  # of every process's rows when gathered
+            # counters are summed over the processes when logged: this process's rows only
+            extra = (
+                {"absent_negatives_per_step": (keys[:, 2:] == ABSENT_KEY).sum().float()} if keys.shape[1] > 2 else {}
+            )
             if self.mask_duplicates:
                 extra["duplicates_masked_per_step"] = (mask.sum() - absent * keys.shape[0]).float()
             elif not absent:

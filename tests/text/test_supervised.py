@@ -4,11 +4,14 @@ model as (B, n, L) rows and the loss as anchors, positives and hard negatives; t
 from __future__ import annotations
 
 import csv
+import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from experiments.sick_nli import build_rows, read_sick
@@ -16,7 +19,9 @@ from simcse_weince.cli.train_text import run
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.duplicates import ABSENT_KEY
 from simcse_weince.text.trainer import SimCSETrainer
-from tests.helpers import argv, text_run_args
+from tests.helpers import NO_DROPOUT, accelerate_launch, argv, text_run_args
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def write_rows(path: Path, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Path:
@@ -138,3 +143,42 @@ def test_paper_scale_supervised_configs_run_a_few_steps(loss: str, sick_rows, ti
     results = run(overrides)
     assert results["steps"] == 2 and results["loss"]["name"] == loss and results["inference_pooler"] == "cls"
     assert results["text"]["text_columns"] == ["sent0", "sent1", "hard_neg"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_two_processes_match_one_process_with_pairs_and_triplets(sick_rows, tiny_bert_dir: Path, tmp_path) -> None:
+    """One SGD step on 2 gloo processes (16 rows each, every column gathered) equals one process with the same
+    32 rows: 16 triplets and 16 pairs trained together (absent negatives masked across processes), dropout off,
+    weights after the step = weights − gradient."""
+    tiny = tmp_path / "tiny-nodropout"
+    shutil.copytree(tiny_bert_dir, tiny)
+    cfg = json.loads((tiny / "config.json").read_text())
+    (tiny / "config.json").write_text(json.dumps(cfg | NO_DROPOUT))
+    triplets, pairs = sick_rows
+    files = [
+        write_rows(tmp_path / "triplets.csv", ("sent0", "sent1", "hard_neg"), triplets[:16]),
+        write_rows(tmp_path / "pairs.csv", ("sent0", "sent1"), pairs[:16]),
+    ]
+
+    def args(out: Path, batch: int, **flags: object) -> list[str]:
+        return text_run_args(
+            tiny, files, out, pooler="avg", drop_unterminated_last_line=None, max_train_samples=None,
+            allow_missing_negatives=True, per_device_train_batch_size=batch, max_steps=1, optim="sgd",
+            learning_rate="1.0", lr_scheduler_type="constant", max_grad_norm=0, weight_decay=0, eval_strategy="no",
+            save_strategy="no", load_best_model_at_end=False, hard_negative_weight=0.5, **flags,
+        )  # fmt: skip
+
+    single = run(args(tmp_path / "one", 32))
+    accelerate_launch(2, [str(REPO / "train_unsup.py"), *args(tmp_path / "two", 16)])
+    accelerate_launch(2, [str(REPO / "train_unsup.py"), *args(tmp_path / "local", 16, gather_across_devices=False)])
+    two = json.loads((tmp_path / "two" / "results.json").read_text())
+    assert (single["world_size"], two["world_size"], two["steps"]) == (1, 2, 1)
+    assert single["text"]["rows_by_negatives"] == [16, 16]
+    assert two["train_loss"] == pytest.approx(single["train_loss"], rel=1e-5)
+    assert two["mean_lambda"] == pytest.approx(single["mean_lambda"], rel=1e-5, abs=1e-6)
+    w1, w2, w_local = (load_file(tmp_path / r / "model" / "model.safetensors") for r in ("one", "two", "local"))
+    for k in w1:
+        torch.testing.assert_close(w2[k], w1[k], rtol=1e-4, atol=1e-6)
+    key = "encoder.layer.0.attention.self.query.weight"  # control: each process's 16 rows alone differ
+    assert not torch.allclose(w_local[key], w1[key], rtol=1e-4, atol=1e-6)
