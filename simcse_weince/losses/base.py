@@ -87,6 +87,7 @@ class ContrastiveLoss(nn.Module):
         positives: torch.Tensor,
         negative_mask: torch.Tensor | None = None,
         negatives: Negatives | None = None,
+        absent_negatives: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Scalar loss of a batch.
 
@@ -98,6 +99,8 @@ class ContrastiveLoss(nn.Module):
                 :func:`~simcse_weince.losses.duplicates.supervised_duplicate_mask`).
             negatives: optional hard negatives (supervised layout, ``"simcse"`` only): a (k, B, D) tensor or
                 a sequence of k (B, D) tensors; row i of each is a hard negative of anchor i.
+            absent_negatives: optional (k, B) bool, True where row i has no hard negative in column c (pairs
+                and triplets in one batch): that candidate is no one's, in the softmax and the statistics.
 
         Returns:
             0-d float32 tensor.
@@ -107,8 +110,9 @@ class ContrastiveLoss(nn.Module):
                 ``negatives`` with the ``"ntxent"`` layout.
         """
         lay = score_matrix(
-            anchors, positives, self.layout, negative_mask, self.gather_across_devices, negatives=negatives
-        )
+            anchors, positives, self.layout, negative_mask, self.gather_across_devices, negatives=negatives,
+            absent_negatives=absent_negatives,
+        )  # fmt: skip
         with torch.autocast(lay.scores.device.type, enabled=False):
             return self.loss_from_scores(lay)
 

@@ -6,8 +6,8 @@ comes out of the text collator (lists of ids) and of the sentence-transformers a
 whatever the padding and whatever the length, and it is the same on every process.
 
 A row of the supervised layout may lack a hard negative (pairs and triplets trained together): its key is
-:data:`ABSENT_KEY`, which no sentence has, and :func:`supervised_duplicate_mask` masks that candidate for every
-anchor.
+:data:`ABSENT_KEY`, which no sentence has, so it masks nothing and is masked by nothing here; the loss leaves such
+a negative out of every anchor's candidates (``absent_negatives``).
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ def supervised_duplicate_mask(
     positive_keys: torch.Tensor,
     negative_keys: torch.Tensor | Sequence[torch.Tensor] = (),
     gather_across_devices: bool = False,
-    duplicates: bool = True,
 ) -> torch.Tensor:
     """The duplicate mask of the supervised layout: (B,) keys per column -> (B, C) bool.
 
@@ -72,20 +71,11 @@ def supervised_duplicate_mask(
     any other candidate, however similar. With ``positive_keys == anchor_keys`` (unsupervised SimCSE) and
     no negatives this is :func:`duplicate_mask` with the diagonal cleared (the loss ignores the diagonal).
 
-    A candidate whose key is :data:`ABSENT_KEY` (a row without that hard negative) is masked for every anchor,
-    with or without ``duplicates``::
-
-        mask[i, j] |= (cand[j] == ABSENT_KEY)
-
-    so the loss and the statistics see exactly the negatives that exist (spec §1: masked negatives leave the
-    softmax and count as s = −1 in the tail).
-
     Args:
         anchor_keys: (B,) keys of the anchors (first column).
         positive_keys: (B,) keys of the positives (second column).
         negative_keys: k key tensors of (B,), or a (k, B) tensor, one per negative column (k ≥ 0).
         gather_across_devices: the candidates are all processes' rows (the loss's gathered columns).
-        duplicates: mask duplicates; False: only absent negatives are masked.
 
     Returns:
         (B, (1+k)·N) bool, the ``negative_mask`` of ``loss(anchors, positives, negative_mask, negatives)``.
@@ -101,33 +91,12 @@ def supervised_duplicate_mask(
             raise ValueError(
                 f"negative column {c} keys must be (B,) = {tuple(anchor_keys.shape)}, got {tuple(keys.shape)}"
             )
-    candidates = supervised_candidates(positive_keys, columns[1:], gather_across_devices)
-    return candidate_mask(anchor_keys, positive_keys, candidates, gather_across_devices, duplicates)
-
-
-def supervised_candidates(
-    positive_keys: torch.Tensor, negative_keys: Sequence[torch.Tensor], gather_across_devices: bool = False
-) -> torch.Tensor:
-    """(C,) keys of the supervised layout's candidates in the loss's column order: the positives, then each
-    negative column, every block gathered in rank order when ``gather_across_devices``."""
-    columns = [positive_keys, *negative_keys]
     if gather_across_devices:
         columns = [all_gather_no_grad(keys) for keys in columns]
-    return torch.cat(columns)
-
-
-def candidate_mask(
-    anchor_keys: torch.Tensor,
-    positive_keys: torch.Tensor,
-    candidates: torch.Tensor,
-    gather_across_devices: bool = False,
-    duplicates: bool = True,
-) -> torch.Tensor:
-    """The mask of :func:`supervised_duplicate_mask` from the candidates' keys (:func:`supervised_candidates`)."""
-    absent = (candidates == ABSENT_KEY)[None, :].expand(anchor_keys.shape[0], -1)
-    if not duplicates:
-        return absent.clone()
-    rank = rank_and_world_size()[0] if gather_across_devices else 0
+        rank, _ = rank_and_world_size()
+    else:
+        rank = 0
+    candidates = torch.cat(columns)  # (C,), the loss's column order
     mask = (candidates[None, :] == anchor_keys[:, None]) | (candidates[None, :] == positive_keys[:, None])
     own_positive = rank * anchor_keys.shape[0] + torch.arange(anchor_keys.shape[0], device=mask.device)
-    return mask.scatter_(1, own_positive[:, None], False) | absent
+    return mask.scatter_(1, own_positive[:, None], False)

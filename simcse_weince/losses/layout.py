@@ -5,12 +5,14 @@ Every layout produces, for A anchors and C candidates:
 
 * ``scores`` (A, C): cosine similarities ``s_ij`` in float32 (whatever the input dtype), with gradient;
 * ``positive_index`` (A,): the column of each anchor's positive;
-* ``self_mask`` (A, C): entries that are the anchor itself (NT-Xent only), neither positive nor negative;
+* ``self_mask`` (A, C): entries that are no candidate of the anchor, neither positive nor negative: the anchor
+  itself (NT-Xent), or an absent hard negative (supervised rows without one, ``absent_negatives``);
 * ``user_mask`` (A, C): negatives removed by the caller's ``negative_mask`` (known false negatives);
 * ``hard_negative_mask`` (A, C): each anchor's own hard negatives (supervised layout only; all False
   otherwise), the entries that receive SimCSE's ``hard_negative_weight``;
 * ``num_negatives``: K, the number of negatives per anchor implied by the layout before any masking
-  (C − 1 for SimCSE and its supervised form, C − 2 for NT-Xent).
+  (C − 1 for SimCSE and its supervised form, C − 2 for NT-Xent; in the supervised form, minus the absent hard
+  negatives, which are no one's candidates).
 
 SimCSE layout: anchors are view 1 of the B sentences, candidates view 2; the positive of anchor i is column i.
 
@@ -23,6 +25,11 @@ per negative column::
 The positive of anchor i is column i; its K = (1+k)B − 1 negatives are every other column (the other rows'
 positives and every hard negative, its own included). Anchor i's own hard negatives are the columns
 ``c·B + i`` for c = 1..k. k = 0 is the SimCSE layout (two different sentences per row).
+
+Pairs and triplets in one batch: ``absent_negatives`` (k, B) marks the rows that lack a hard negative. An absent
+negative is no candidate of any anchor (``self_mask``): it leaves the softmax, never enters the tail statistics,
+and K counts only the negatives that exist, K = (1+k)B − 1 − #absent. A batch whose negatives are all absent is
+therefore the pairs layout exactly.
 
 NT-Xent layout: the 2N views ``[anchors; positives]`` are both anchors and candidates; the positive of view
 i is its partner i ± N; the view itself is excluded.
@@ -42,7 +49,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from simcse_weince.losses.distributed import all_gather_with_grad, rank_and_world_size
+from simcse_weince.losses.distributed import all_gather_no_grad, all_gather_with_grad, rank_and_world_size
 
 Layout = Literal["simcse", "ntxent"]
 LAYOUTS: tuple[str, ...] = ("simcse", "ntxent")
@@ -85,6 +92,7 @@ def score_matrix(
     negative_mask: torch.Tensor | None = None,
     gather_across_devices: bool = False,
     negatives: Negatives | None = None,
+    absent_negatives: torch.Tensor | None = None,
 ) -> ScoreMatrix:
     """Normalise the embeddings and build the score matrix of ``layout``.
 
@@ -99,6 +107,8 @@ def score_matrix(
         gather_across_devices: score local anchors against the candidates of all processes.
         negatives: the supervised layout's hard negatives (``"simcse"`` only): a (k, B, D) tensor or a
             sequence of k (B, D) tensors, k ≥ 0, row i of column c being a hard negative of anchor i.
+        absent_negatives: optional (k, B) bool, True where row i has no hard negative in column c (its
+            embedding is ignored); gathered like the negatives.
 
     Raises:
         ValueError: on mismatched shapes, a batch of fewer than 2 rows, a wrongly shaped mask, NaN or Inf
@@ -120,8 +130,31 @@ def score_matrix(
     check_finite(positives, "positives")
     for neg in negs:
         check_finite(neg, "negatives")
+    absent = None
+    if absent_negatives is not None and negs:
+        if tuple(absent_negatives.shape) != (len(negs), local):
+            raise ValueError(
+                f"absent_negatives must be (k, B) = {(len(negs), local)} like the negatives, got "
+                f"{tuple(absent_negatives.shape)}"
+            )
+        absent = absent_negatives.to(device=anchors.device, dtype=torch.bool)
     with torch.autocast(anchors.device.type, enabled=False):
-        return _score_matrix(anchors, positives, negs, layout, negative_mask, gather_across_devices, rank, world)
+        lay = _score_matrix(anchors, positives, negs, layout, negative_mask, gather_across_devices, rank, world)
+    if absent is not None:
+        _leave_out(lay, absent, gather_across_devices, world)
+    return lay
+
+
+def _leave_out(lay: ScoreMatrix, absent: torch.Tensor, gather_across_devices: bool, world: int) -> None:
+    """Absent hard negatives (k, B) are no one's candidates: ``self_mask`` in every row, out of K."""
+    k, local = absent.shape
+    columns = torch.cat([torch.zeros(1, local, dtype=torch.bool, device=absent.device), absent])  # (1+k, B)
+    if gather_across_devices and world > 1:  # the candidates' block order: (world, 1+k, B) -> (1+k, world, B)
+        columns = all_gather_no_grad(columns.to(torch.uint8)).bool().view(world, 1 + k, local).transpose(0, 1)
+    columns = columns.reshape(-1)  # (C,)
+    lay.self_mask |= columns[None, :]
+    lay.user_mask &= ~lay.self_mask
+    lay.num_negatives -= int(columns.sum())  # a host sync, only for rows that may lack a negative
 
 
 def _as_negative_columns(negatives: Negatives | None, anchors: torch.Tensor, layout: str) -> list[torch.Tensor]:

@@ -146,7 +146,7 @@ class ColumnFile:
     columns: list[str]  # the columns read, in order ([] for a text file)
     drop_unterminated_last_line: bool = False
     indices: list[int] = field(default_factory=list)  # CSV, TSV: the columns' positions in the header
-    header: list[str] = field(default_factory=list)  # CSV, TSV: the header's fields
+    header: list[str] = field(default_factory=list)  # CSV, TSV: the header's fields; Parquet: the schema's names
     data_start: int = 0  # CSV, TSV, JSON Lines: the byte where the rows start (after the header)
     data_line: int = 1  # ... and its line number
     stop: int = 0  # CSV, TSV, JSON Lines: the byte where reading stops; Parquet: the number of rows
@@ -253,6 +253,27 @@ def expected(cf: ColumnFile) -> str:
     return f"text (strings) in {cols}"
 
 
+def check_negative_columns(opened: Sequence[ColumnFile]) -> None:
+    """With ``allow_missing_negatives``: every hard-negative column is in at least one file (a JSON Lines file
+    may hold it in any row), and the files without one are logged.
+
+    Raises:
+        ValueError: a hard-negative column in no file (a misspelt name would otherwise train pairs only).
+    """
+    files = [cf for cf in opened if cf.fmt is not None]
+    for c in files[0].columns[2:] if files else []:
+        if all(c in cf.absent for cf in files):
+            found = "; ".join(f"{cf.path}: {', '.join(map(repr, cf.header or cf.columns))}" for cf in files[:3])
+            raise ValueError(
+                f"no training file has the hard-negative column {c!r} ({found}); expected its name in "
+                "text_columns, or pairs without allow_missing_negatives"
+            )
+    for cf in files:
+        if cf.absent:
+            logger.info("%s has no column %s: its rows train without that hard negative", cf.path,
+                        ", ".join(map(repr, cf.absent)))  # fmt: skip
+
+
 def describe_columns(columns: Sequence[str], required: int) -> str:
     """``a, b`` or ``a, b (c may be empty)``: the columns a row must fill, and those it may leave empty."""
     optional = f" ({', '.join(columns[required:])} may be empty)" if len(columns) > required else ""
@@ -288,8 +309,8 @@ def _set_columns(cf: ColumnFile, available: Sequence[str], columns: Sequence[str
 
 
 def _open_jsonl(cf: ColumnFile, columns: Sequence[str] | None) -> None:
-    if columns or cf.allow_missing_negatives:  # a key missing from an object is a missing cell, row by row
-        cf.columns = list(columns or SIMCSE_COLUMNS)
+    if columns:  # a key missing from an object is a missing cell, row by row
+        cf.columns = list(columns)
         return
     with cf.path.open("rb") as f:  # the default columns are the keys of the first object
         for line, _, text in _Lines(f, cf.path, 0, cf.stop, 1, False, "JSON Lines").numbered():
@@ -299,7 +320,8 @@ def _open_jsonl(cf: ColumnFile, columns: Sequence[str] | None) -> None:
             obj = _json_object(text, where)
             if isinstance(obj, str):
                 raise ValueError(f"{obj} (the columns are chosen from the first object; or set text_columns)")
-            cf.columns = choose_columns(list(obj), None, f"{where}: the first object")
+            _set_columns(cf, list(obj), None, f"{where}: the first object")
+            cf.absent = []  # an object may lack a key that the next one has: a missing cell, row by row
             return
     raise ValueError(f"{cf.path}: no rows (an empty or blank file); expected {expected(cf)}")
 
@@ -313,6 +335,7 @@ def _open_parquet(cf: ColumnFile, columns: Sequence[str] | None) -> None:
     except (OSError, pa.ArrowException) as err:
         raise ValueError(f"{cf.path}: not a readable Parquet file ({err}); expected a Parquet file") from err
     schema = pf.schema_arrow
+    cf.header = list(schema.names)
     _set_columns(cf, schema.names, columns, f"{cf.path}: the schema")
     for c in cf.columns:
         if c in cf.absent:
@@ -621,15 +644,13 @@ def hub_rows(
 ) -> list[list[str]]:
     """The cells of rows of a Hub dataset (``{column: values}`` from row ``first_row``, counted from 0), one list
     per column, checked and normalised as a file's, counted in ``counted``; bad rows named ``WHERE: row N``
-    (from 1, ``where`` e.g. ``hub:NAME/FILE``). Columns after the first ``required`` (all by default) may be
-    empty, null or not in ``rows`` at all: absent hard negatives (``""``)."""
+    (from 1, ``where`` e.g. ``hub:NAME/FILE``). Cells of the columns after the first ``required`` (all by
+    default) may be empty or null: absent hard negatives (``""``)."""
     required = len(columns) if required is None else required
     what = f"text (strings) in {describe_columns(columns, required)}"
-    size = len(next(iter(rows.values()))) if rows else 0
-    values = [rows[c] if c in rows else [None] * size for c in columns]
 
     def records() -> Iterator[_Record]:
-        for i, vals in enumerate(zip(*values, strict=True), start=first_row):
+        for i, vals in enumerate(zip(*(rows[c] for c in columns), strict=True), start=first_row):
             rec = _Record(i + 1, i)
             got = _cells(vals, columns, f"{where}: row {i + 1}", what, required)
             rec.cells, rec.bad = (got, None) if isinstance(got, list) else (None, got)

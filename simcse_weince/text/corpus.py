@@ -65,6 +65,16 @@ def load_training_sentences(data: DataArguments, tokenizer, stats: TextStats, bu
         max_rows=data.max_train_samples,
         num_proc=data.preprocessing_num_workers,
     )
+    rows = _load_rows(data, tokenizer, stats, common)
+    if data.allow_missing_negatives and stats.rows_by_negatives and not any(stats.rows_by_negatives[1:]):
+        raise ValueError(
+            f"no row of {', '.join(stats.files)} has a hard negative ({', '.join(stats.text_columns[2:])} empty or "
+            "missing in every row); expected some triplets with allow_missing_negatives, or pairs without it"
+        )
+    return rows
+
+
+def _load_rows(data: DataArguments, tokenizer, stats: TextStats, common: dict) -> Dataset:
     length, columns, skip = data.max_seq_length, data.text_columns, data.skip_bad_rows
     if data.train_files and reads_columns(data):
         return prepare_column_files(

@@ -49,6 +49,7 @@ import numpy as np
 from simcse_weince.losses.duplicates import ABSENT_KEY
 from simcse_weince.text.columns import (
     ColumnFile,
+    check_negative_columns,
     check_text_columns,
     choose_columns,
     hub_rows,
@@ -217,10 +218,9 @@ def _hub_columns(
     read: TextStats,
     required: int | None = None,
 ) -> datasets.Dataset:
-    """Rows ``[start, stop)`` of a Hub dataset's text columns, checked and counted in ``read`` (the columns after
-    ``required`` may be missing: absent hard negatives)."""
-    rows = ds.select_columns([c for c in columns if c in ds.column_names])[start:stop]
-    return _as_text(hub_rows(rows, columns, start, where, skip, read, required))
+    """Rows ``[start, stop)`` of a Hub dataset's text columns, checked and counted in ``read`` (cells of the
+    columns after ``required`` may be empty or null: absent hard negatives)."""
+    return _as_text(hub_rows(ds.select_columns(columns)[start:stop], columns, start, where, skip, read, required))
 
 
 def build_cache(
@@ -531,6 +531,8 @@ def prepare_column_files(
     opened = [open_column_file(p, bool(drop), columns, allow_missing_negatives) for p, drop in files]
     if not opened:
         raise ValueError("no training file given; expected at least one text or column file")
+    if allow_missing_negatives:
+        check_negative_columns(opened)
     n = check_same_width(opened)
     key = cache_key([cf.identity(skip_bad_rows) for cf in opened], tokenizer, max_length)
 
@@ -592,9 +594,14 @@ def prepare_hub_columns(
     where = f"hub:{name}" + (f"/{data_file}" if data_file else "")
     configured = check_text_columns(columns) if columns is not None else None
     cols = choose_columns(ds.column_names, configured, where, allow_missing_negatives)
+    missing = [c for c in cols[2:] if c not in ds.column_names]
+    if missing:  # one source: no row could hold that negative
+        raise ValueError(
+            f"{where}: no hard-negative column {', '.join(map(repr, missing))}; the columns are "
+            f"{', '.join(map(repr, ds.column_names))}; expected its name in text_columns, or pairs without "
+            "allow_missing_negatives"
+        )
     for c in cols:
-        if c not in ds.column_names:
-            continue  # an absent hard-negative column (allow_missing_negatives)
         feature = ds.features[c]
         if getattr(feature, "dtype", None) not in ("string", "large_string", "null"):
             raise ValueError(f"{where}: the column {c!r} holds {feature}; expected text (strings)")

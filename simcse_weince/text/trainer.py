@@ -1,11 +1,11 @@
 """``SimCSETrainer`` and its STS-B dev evaluator.
 
-The trainer fills in one hook of :class:`~simcse_weince.training.trainer.ContrastiveTrainer`:
-``negative_mask`` (identical sentences of the batch are not each other's negatives; in supervised rows, a row's
-absent hard negative is no one's negative). The views come from the
-model's own forward (one forward of 2B rows). With ``gradient_cache_chunk_size = c`` that forward is cut into
-chunks of c sentences (2c rows: both dropout views of each), replayed with the same dropout masks; the
-duplicate mask stays over the whole batch (and over all processes when negatives are gathered).
+The trainer fills in two hooks of :class:`~simcse_weince.training.trainer.ContrastiveTrainer`:
+``negative_mask`` (identical sentences of the batch are not each other's negatives) and, for supervised rows,
+``absent_negatives`` (a row's hard negative that the data lack, known by its key: no one's candidate). The
+views come from the model's own forward (one forward of 2B rows). With ``gradient_cache_chunk_size = c`` that
+forward is cut into chunks of c sentences (2c rows: both dropout views of each), replayed with the same dropout
+masks; the duplicate mask stays over the whole batch (and over all processes when negatives are gathered).
 
 Model selection uses :class:`STSEvaluator` (STS-B dev Spearman of the current model with its inference
 pooler), plugged into the Trainer's evaluation loop.
@@ -21,7 +21,7 @@ from torch import nn
 
 from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import STSTask
-from simcse_weince.losses.duplicates import ABSENT_KEY, candidate_mask, duplicate_mask, supervised_candidates
+from simcse_weince.losses.duplicates import ABSENT_KEY, duplicate_mask, supervised_duplicate_mask
 from simcse_weince.text.encoder import SimCSEEncoder
 from simcse_weince.training.trainer import ContrastiveTrainer
 
@@ -93,26 +93,25 @@ class SimCSETrainer(ContrastiveTrainer):
         super().__init__(*args, **kwargs)
         self.mask_duplicates = mask_duplicates
 
+    def absent_negatives(self, inputs: dict[str, Any]) -> torch.Tensor | None:
+        keys = inputs.get("sentence_key")
+        if keys is None or keys.ndim != 2 or keys.shape[1] < 3:
+            return None
+        return (keys[:, 2:] == ABSENT_KEY).T  # (k, B): the collator's key of a row's absent hard negative
+
     def negative_mask(self, inputs: dict[str, Any]) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
         keys = inputs.pop("sentence_key", None)
         if keys is None:
             return None, {}
-        gathered = self.contrastive_loss.gather_across_devices
-        if keys.ndim == 2:  # supervised rows (B, n): anchor, positive, hard negatives; absent ones always masked
-            candidates = supervised_candidates(keys[:, 1], list(keys[:, 2:].T), gathered)
-            mask = candidate_mask(keys[:, 0], keys[:, 1], candidates, gathered, self.mask_duplicates)
-            absent = (candidates == ABSENT_KEY).sum()  # of every process's rows when gathered
-            # counters are summed over the processes when logged: this process's rows only
-            extra = (
-                {"absent_negatives_per_step": (keys[:, 2:] == ABSENT_KEY).sum().float()} if keys.shape[1] > 2 else {}
-            )
-            if self.mask_duplicates:
-                extra["duplicates_masked_per_step"] = (mask.sum() - absent * keys.shape[0]).float()
-            elif not absent:
-                return None, extra
-            return mask, extra
+        extra = {}
+        if keys.ndim == 2 and keys.shape[1] > 2:  # summed over the processes when logged: this process's rows
+            extra["absent_negatives_per_step"] = (keys[:, 2:] == ABSENT_KEY).sum().float()
         if not self.mask_duplicates:
-            return None, {}
+            return None, extra
+        gathered = self.contrastive_loss.gather_across_devices
+        if keys.ndim == 2:  # supervised rows (B, n): anchor, positive, hard negatives (an absent one matches none)
+            mask = supervised_duplicate_mask(keys[:, 0], keys[:, 1], list(keys[:, 2:].T), gathered)
+            return mask, extra | {"duplicates_masked_per_step": mask.sum().float()}
         mask = duplicate_mask(keys, gathered)
         # pairs masked beyond each anchor's own positive
         return mask, {"duplicates_masked_per_step": (mask.sum() - keys.numel()).float()}

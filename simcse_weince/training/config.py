@@ -217,7 +217,8 @@ def _source(parser: _ConfigParser, dtype: type, values: dict[str, Any], message:
     if len(culprits) == 1:  # the file of the chain that holds the value, and the key unless the message names it
         where = parser.yaml_keys[culprits[0]]
         return str(where) if culprits[0] in message else f"{where}: {culprits[0]}"
-    return str(parser.yaml_path)
+    files = {parser.yaml_keys[k] for k in (culprits or keys)}  # several keys: their file when they share one
+    return str(files.pop()) if len(files) == 1 else str(parser.yaml_path)
 
 
 def parse_config(types: Sequence[type], argv: Sequence[str]) -> tuple[Any, ...]:

@@ -3,8 +3,9 @@
 It overrides only Trainer hooks:
 
 * ``compute_loss`` — ``embed_views`` (model + batch -> ``anchors``, ``positives``, and ``negatives`` for rows
-  with hard negatives), ``negative_mask`` (which
-  candidates are known false negatives, e.g. duplicate sentences), then the contrastive loss; the loss's
+  with hard negatives), ``absent_negatives`` (rows without a hard negative, pairs among triplets),
+  ``negative_mask`` (which candidates are known false negatives, e.g. duplicate sentences), then the
+  contrastive loss; the loss's
   per-batch diagnostics are accumulated (0-d tensors, no host sync per step). With
   ``gradient_cache_chunk_size`` set, training batches larger than a chunk are embedded chunk by chunk and
   the loss comes back with a gradient-cached backward (:mod:`simcse_weince.training.grad_cache`): the
@@ -78,18 +79,25 @@ class ContrastiveTrainer(Trainer):
         """
         return None, {}
 
+    def absent_negatives(self, inputs: dict[str, Any]) -> torch.Tensor | None:
+        """(k, B) bool: the rows of the batch without a hard negative in column c (pairs among triplets), or
+        ``None``. Called before :meth:`negative_mask`; leaves ``inputs`` as they are."""
+        return None
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         inputs = dict(inputs)
+        absent = self.absent_negatives(inputs)
         negative_mask, extra = self.negative_mask(inputs)
         chunks = self.gradient_cache_chunks(model, inputs)
         if chunks is None:
             views = self.embed_views(model, inputs)
             with torch.profiler.record_function("loss"):  # a label in profiles (bench/train_throughput.py --profile)
                 loss = self.contrastive_loss(
-                    views["anchors"], views["positives"], negative_mask=negative_mask, negatives=views.get("negatives")
-                )
+                    views["anchors"], views["positives"], negative_mask=negative_mask,
+                    negatives=views.get("negatives"), absent_negatives=absent,
+                )  # fmt: skip
         else:
-            loss, views = self.cached_loss(model, chunks, negative_mask)
+            loss, views = self.cached_loss(model, chunks, negative_mask, absent)
         if model.training:
             self.accumulate_diagnostics(extra)
         return (loss, views) if return_outputs else loss
@@ -103,7 +111,11 @@ class ContrastiveTrainer(Trainer):
         return split_batch(inputs, chunk)
 
     def cached_loss(
-        self, model: nn.Module, chunks: list[dict[str, Any]], negative_mask: torch.Tensor | None
+        self,
+        model: nn.Module,
+        chunks: list[dict[str, Any]],
+        negative_mask: torch.Tensor | None,
+        absent_negatives: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The full-batch loss over ``chunks`` with a gradient-cached backward, and the detached views.
 
@@ -132,7 +144,10 @@ class ContrastiveTrainer(Trainer):
             anchors: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor | None = None
         ) -> torch.Tensor:
             with torch.profiler.record_function("loss"):
-                return self.contrastive_loss(anchors, positives, negative_mask=negative_mask, negatives=negatives)
+                return self.contrastive_loss(
+                    anchors, positives, negative_mask=negative_mask, negatives=negatives,
+                    absent_negatives=absent_negatives,
+                )  # fmt: skip
 
         def replay_context(last: bool) -> AbstractContextManager:
             # The replay runs inside the Trainer's backward, outside compute_loss's autocast: enter it again.

@@ -69,6 +69,7 @@ def reference_weince(
     layout: str = "simcse",
     temperature: float = 0.05,
     negative_mask: np.ndarray | None = None,
+    absent: np.ndarray | None = None,
     beta_mode: str = "ols",
     beta_clamp: tuple[float, float] = (0.5, 16.0),
     min_tail_points: int = 32,
@@ -84,7 +85,9 @@ def reference_weince(
 
     With ``negatives`` (k, B, D) the layout is the supervised one: candidates ``[positives; negatives[0];
     …; negatives[k−1]]``, the positive of anchor i is column i, its negatives all other (1+k)B − 1 columns,
-    and ``hard_negative_weight`` is added to the final (blended) logit of columns c·B + i only.
+    and ``hard_negative_weight`` is added to the final (blended) logit of columns c·B + i only. ``absent``
+    (k, B) bool drops column (c+1)·B + i from every anchor's candidates where ``absent[c, i]`` (a row without
+    that hard negative): it is in neither the statistics (nor K) nor the softmax.
     """
     a = _normalise(anchors.astype(np.float64))
     p = _normalise(positives.astype(np.float64))
@@ -108,10 +111,11 @@ def reference_weince(
         own = list(range(2 * b))
     n_anchor, n_cand = sim.shape
     mask = np.zeros_like(sim, dtype=bool) if negative_mask is None else negative_mask.astype(bool)
+    gone = set() if absent is None else {(c + 1) * b + i for c, i in zip(*np.nonzero(absent), strict=True)}
 
     rho, d_aic, beta_ols, beta_hill, deltas = [], [], [], [], []
     for i in range(n_anchor):
-        negs = [j for j in range(n_cand) if j != pos[i] and j != own[i]]
+        negs = [j for j in range(n_cand) if j != pos[i] and j != own[i] and j not in gone]
         big_k = len(negs)
         vals = [(-1.0 if mask[i, j] else float(sim[i, j])) for j in negs]
         k_tail = min(max(max(min_tail_points, round(tail_frac * big_k)), 10), big_k)
@@ -162,7 +166,9 @@ def reference_weince(
 
     losses = []
     for i in range(n_anchor):
-        cands = [pos[i]] + [j for j in range(n_cand) if j != pos[i] and j != own[i] and not mask[i, j]]
+        cands = [pos[i]] + [
+            j for j in range(n_cand) if j != pos[i] and j != own[i] and not mask[i, j] and j not in gone
+        ]
         logits = []
         for j in cands:
             s = float(sim[i, j])

@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 
 from simcse_weince.losses import InfoNCELoss, WeinceLoss, score_matrix
-from simcse_weince.losses.duplicates import ABSENT_KEY, supervised_duplicate_mask
 from tests.losses.reference import reference_simcse_supervised, reference_weince
 
 B, D, TAU = 24, 12, 0.1  # k = 2 gives K = 3·24 − 1 = 71 negatives per anchor: the tail fits run
@@ -232,24 +231,43 @@ def test_hard_negative_weight_needs_the_simcse_layout_and_is_in_the_config() -> 
 
 @pytest.mark.parametrize("w", [0.0, 1.0])
 def test_absent_negatives_leave_the_loss(w: float) -> None:
-    """Pairs among the triplets: the mask of absent negatives (ABSENT_KEY) makes InfoNCE the closed form over
-    the negatives that exist, and WEINCE the loop reference with that mask."""
+    """Pairs among the triplets (``absent_negatives``): InfoNCE is the closed form over the negatives that exist,
+    WEINCE the loop reference without those candidates (in the softmax, the statistics and K)."""
     a, p, n = _triplets(1)
     present = torch.rand(B, generator=torch.Generator().manual_seed(3)) < 0.6
     assert 0 < int(present.sum()) < B
+    absent = ~present[None]  # (1, B)
     rows = torch.arange(B)
-    neg_keys = torch.where(present, rows + 2 * B, torch.full_like(rows, ABSENT_KEY))
-    mask = supervised_duplicate_mask(rows, rows + B, [neg_keys], duplicates=False)
-    value = InfoNCELoss(TAU, hard_negative_weight=w)(a, p, negative_mask=mask, negatives=n)
+    value = InfoNCELoss(TAU, hard_negative_weight=w)(a, p, negatives=n, absent_negatives=absent)
     an, cands = F.normalize(a.double(), dim=-1), F.normalize(torch.cat([p, n[0][present]]).double(), dim=-1)
     logits = an @ cands.T / TAU  # (B, B + present): only the negatives that exist
     own = torch.zeros_like(logits)
     own[rows[present], B + torch.arange(int(present.sum()))] = w
     assert value.item() == pytest.approx(F.cross_entropy(logits + own, rows).item(), rel=1e-6)
-    loss_fn = WeinceLoss(TAU, hard_negative_weight=w)
-    value = loss_fn(a, p, negative_mask=mask, negatives=n)
-    ref = reference_weince(
-        a.numpy(), p.numpy(), negatives=n.numpy(), negative_mask=mask.numpy(), hard_negative_weight=w, temperature=TAU
-    )
-    assert value.item() == pytest.approx(ref["loss"], rel=1e-5, abs=1e-5)
-    np.testing.assert_allclose(loss_fn.last_statistics.lam.numpy(), ref["lam"], rtol=1e-5, atol=1e-5)
+    for mask in (None, _random_mask(1)):
+        loss_fn = WeinceLoss(TAU, hard_negative_weight=w)
+        value = loss_fn(a, p, negative_mask=mask, negatives=n, absent_negatives=absent)
+        ref = reference_weince(
+            a.numpy(), p.numpy(), negatives=n.numpy(), absent=absent.numpy(), hard_negative_weight=w,
+            temperature=TAU, negative_mask=None if mask is None else mask.numpy(),
+        )  # fmt: skip
+        assert value.item() == pytest.approx(ref["loss"], rel=1e-5, abs=1e-5)
+        np.testing.assert_allclose(loss_fn.last_statistics.lam.numpy(), ref["lam"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(loss_fn.last_statistics.beta.numpy(), ref["beta"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("b", [16, B])
+@pytest.mark.parametrize("loss_fn", [InfoNCELoss(TAU), WeinceLoss(TAU, beta_mode="ols")])
+def test_a_batch_whose_negatives_are_all_absent_is_the_pairs_layout(b: int, loss_fn) -> None:
+    """Statistics included: with B = 16 the tail (32 points) is larger than the 15 negatives of a pair, so an
+    absent negative counted as a masked one (s = −1) would enter it."""
+    a, p, n = _triplets(1, b=b)
+    pairs = loss_fn(a, p)
+    stats = getattr(loss_fn, "last_statistics", None)
+    value = loss_fn(a, p, negatives=n, absent_negatives=torch.ones(1, b, dtype=torch.bool))
+    assert value.item() == pytest.approx(pairs.item(), rel=1e-6)
+    if stats is not None:
+        torch.testing.assert_close(loss_fn.last_statistics.beta, stats.beta)
+        torch.testing.assert_close(loss_fn.last_statistics.lam, stats.lam)
+    with pytest.raises(ValueError, match=r"absent_negatives must be \(k, B\)"):
+        loss_fn(a, p, negatives=n, absent_negatives=torch.ones(b, dtype=torch.bool))

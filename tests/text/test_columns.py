@@ -338,8 +338,19 @@ def test_pairs_and_triplets_together(tok, tmp_path: Path) -> None:
     assert ds["input_ids_2"][0] == ids_of(tok, ["a dog"])[0]
     table = pa.table({"sent0": ["a cat", "a car"], "sent1": ["a kitten", "a vehicle"]})
     pq.write_table(table, tmp_path / "pairs.parquet")
-    ds, _, stats = prepare([tmp_path / "pairs.parquet"], tok, tmp_path, allow_missing_negatives=True)
-    assert stats.rows_by_negatives == [2, 0] and ds["sentence_key_2"][:] == [ABSENT_KEY] * 2
+    ds, _, stats = prepare([tmp_path / "pairs.parquet", gaps], tok, tmp_path, allow_missing_negatives=True)
+    assert stats.rows_by_negatives == [5, 1] and ds["sentence_key_2"][:2] == [ABSENT_KEY] * 2
+    # a hard-negative column that no file has is a misspelt name, not a run of pairs
+    misspelt = r"no training file has the hard-negative column 'hardneg' \(\S*pairs\.csv: 'sent1', 'sent0'; "
+    with pytest.raises(ValueError, match=misspelt + r"\S*triplets\.csv: 'sent0', 'sent1', 'hard_neg'\)"):
+        prepare([pairs, triplets], tok, tmp_path, columns=["sent0", "sent1", "hardneg"], allow_missing_negatives=True)
+    with pytest.raises(ValueError, match=r"no training file has the hard-negative column 'hard_neg' \(\S*pairs\.parq"):
+        prepare([tmp_path / "pairs.parquet"], tok, tmp_path, allow_missing_negatives=True)
+    keyed = tmp_path / "keyed.jsonl"
+    keyed.write_text('{"anchor": "a", "positive": "b"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"keyed\.jsonl:1: the first object: no column 'sent0', 'sent1' \(SimCSE's "
+                                         r"columns, the default with allow_missing_negatives\)"):  # fmt: skip
+        prepare([keyed], tok, tmp_path, allow_missing_negatives=True)
     # the anchor and the positive stay required
     no_positive = tmp_path / "no_positive.jsonl"
     no_positive.write_text('{"sent0": "a", "sent1": "b"}\n{"sent0": "a cat", "hard_neg": "a dog"}\n', encoding="utf-8")
@@ -355,13 +366,19 @@ def test_pairs_and_triplets_together(tok, tmp_path: Path) -> None:
 
 
 def test_absent_negatives_through_the_hub_path(tok, tmp_path: Path) -> None:
-    f = tmp_path / "pairs.csv"
-    f.write_text("sent0,sent1\na cat,a kitten\na car,a vehicle\n", encoding="utf-8")
+    gaps = tmp_path / "gaps.csv"
+    gaps.write_text("sent0,sent1,hard_neg\na cat,a kitten,a dog\na car,a vehicle,\n", encoding="utf-8")
     stats = TextStats()
     ds, n = token_cache.prepare_hub_columns(
-        "csv", str(f), None, tok, 16, stats, cache_root=tmp_path / "hub", allow_missing_negatives=True
+        "csv", str(gaps), None, tok, 16, stats, cache_root=tmp_path / "hub", allow_missing_negatives=True
     )
-    assert n == 3 and stats.rows_by_negatives == [2, 0] and ds["sentence_key_2"][:] == [ABSENT_KEY] * 2
+    assert n == 3 and stats.rows_by_negatives == [1, 1] and ds["sentence_key_2"][1] == ABSENT_KEY
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("sent0,sent1\na cat,a kitten\na car,a vehicle\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^hub:csv/{re.escape(str(pairs))}: no hard-negative column 'hard_neg'"):
+        token_cache.prepare_hub_columns(
+            "csv", str(pairs), None, tok, 16, TextStats(), cache_root=tmp_path / "hub", allow_missing_negatives=True
+        )
 
 
 def test_tokenize_columns_keeps_absent_negatives_apart(tok) -> None:
@@ -377,3 +394,17 @@ def test_allow_missing_negatives_arguments() -> None:
         DataArguments(train_files=["a.csv", "c.txt"], allow_missing_negatives=True)
     with pytest.raises(ValueError, match=r"allow_missing_negatives: text_columns \['a', 'b'\] has no hard-negative"):
         DataArguments(train_files=["a.csv"], text_columns=["a", "b"], allow_missing_negatives=True)
+    with pytest.raises(ValueError, match=r"the Hub file wiki1m_for_simcse\.txt is read as lines"):
+        DataArguments(allow_missing_negatives=True)  # the default Hub file
+    DataArguments(allow_missing_negatives=True, hub_data_file="nli_for_simcse.csv")
+
+
+def test_a_corpus_whose_rows_hold_no_hard_negative_is_refused(tok, tmp_path: Path) -> None:
+    from simcse_weince.text.corpus import load_training_sentences
+
+    f = tmp_path / "empty_negatives.csv"
+    f.write_text("sent0,sent1,hard_neg\na cat,a kitten,\na car,a vehicle,\n", encoding="utf-8")
+    data = DataArguments(train_files=[str(f)], allow_missing_negatives=True, data_cache_dir=str(tmp_path / "c"))
+    with pytest.raises(ValueError, match=r"no row of \S*empty_negatives\.csv has a hard negative \(hard_neg empty or "
+                                         r"missing in every row\)"):  # fmt: skip
+        load_training_sentences(data, tok, TextStats())

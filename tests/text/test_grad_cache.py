@@ -131,7 +131,7 @@ def test_rows_with_absent_negatives_cached_equal_uncached(
         mask = supervised_duplicate_mask(keys[:, 0], keys[:, 1], list(keys[:, 2:].T))
         want_loss = make_loss()(
             torch.cat([v["anchors"] for v in views]), torch.cat([v["positives"] for v in views]), mask,
-            negatives=torch.cat([v["negatives"] for v in views], dim=1),
+            negatives=torch.cat([v["negatives"] for v in views], dim=1), absent_negatives=(keys[:, 2:] == ABSENT_KEY).T,
         )  # fmt: skip
     else:
         want_loss = trainer(model, tmp_path, None).compute_loss(model, dict(mixed_rows))

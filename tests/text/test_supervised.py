@@ -51,15 +51,24 @@ class ModelInputs(TrainerCallback):
         model.register_forward_hook(record, with_kwargs=True)
 
 
+class LossCalls(list):
+    """The shape of ``negatives`` at every loss call (None: no hard negatives), and in ``absent`` how many of
+    them were absent (None: not given)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.absent: list[int | None] = []
+
+
 @pytest.fixture
-def loss_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...] | None]:
-    """The shape of ``negatives`` at every loss call (None: no hard negatives)."""
-    calls: list[tuple[int, ...] | None] = []
+def loss_calls(monkeypatch: pytest.MonkeyPatch) -> LossCalls:
+    calls = LossCalls()
     forward = ContrastiveLoss.forward
 
-    def spy(self, anchors, positives, negative_mask=None, negatives=None):
+    def spy(self, anchors, positives, negative_mask=None, negatives=None, absent_negatives=None):
         calls.append(None if negatives is None else tuple(torch.as_tensor(torch.stack(list(negatives))).shape))
-        return forward(self, anchors, positives, negative_mask=negative_mask, negatives=negatives)
+        calls.absent.append(None if absent_negatives is None else int(absent_negatives.sum()))
+        return forward(self, anchors, positives, negative_mask, negatives, absent_negatives)
 
     monkeypatch.setattr(ContrastiveLoss, "forward", spy)
     return calls
@@ -92,6 +101,11 @@ def test_supervised_rows_reach_the_model_and_the_loss(
     training_calls = [c for c in loss_calls if c is not None] if n == 3 else loss_calls
     assert training_calls[:3] == ([(1, 16, 32)] * 3 if n == 3 else [None] * 3)
     assert results["loss"]["hard_negative_weight"] == 1.0 and results["inference_pooler"] == "cls"
+    absent = [x for x, c in zip(loss_calls.absent, loss_calls, strict=True) if c is not None][:3]
+    if kind == "mixed":  # 1,033 of 1,284 rows are pairs: most of each batch's negatives are absent
+        assert all(8 <= x <= 16 for x in absent), absent
+    else:
+        assert absent in ([0, 0, 0], [])
     card = (tmp_path / "run" / "model" / "README.md").read_text(encoding="utf-8")
     assert "Supervised SimCSE sentence encoder" in card
     rows = {
@@ -108,22 +122,26 @@ def test_supervised_rows_reach_the_model_and_the_loss(
     assert st.encode(["A man is playing a guitar."]).shape == (1, 32)
 
 
-def test_the_trainer_masks_absent_negatives_with_or_without_duplicate_masking() -> None:
+def test_the_trainer_finds_absent_negatives_by_their_key() -> None:
+    """``absent_negatives`` (k, B) from the collator's keys, with or without duplicate masking; the duplicate mask
+    never involves an absent negative; the counters are this process's rows."""
     keys = torch.tensor([[10, 11, 12], [20, 21, ABSENT_KEY], [30, 10, ABSENT_KEY]])  # rows 1, 2: pairs
-    absent = torch.zeros(3, 6, dtype=torch.bool)  # candidates [p0 p1 p2 | n0 n1 n2]
-    absent[:, [4, 5]] = True
     loss = SimpleNamespace(gather_across_devices=False)
     for dup in (False, True):
         trainer = SimpleNamespace(contrastive_loss=loss, mask_duplicates=dup)
-        mask, extra = SimCSETrainer.negative_mask(trainer, {"sentence_key": keys.clone()})
-        want = absent.clone()
+        inputs = {"sentence_key": keys.clone()}
+        absent = SimCSETrainer.absent_negatives(trainer, inputs)
+        assert torch.equal(absent, torch.tensor([[False, True, True]])) and "sentence_key" in inputs
+        mask, extra = SimCSETrainer.negative_mask(trainer, inputs)
+        assert extra["absent_negatives_per_step"] == 2 and "sentence_key" not in inputs
         if dup:
+            want = torch.zeros(3, 6, dtype=torch.bool)
             want[0, 2] = True  # p2 = anchor 0's sentence
-        assert torch.equal(mask, want)
-        assert extra["absent_negatives_per_step"] == 2
-        assert extra.get("duplicates_masked_per_step", 1) == 1
-    trainer = SimpleNamespace(contrastive_loss=loss, mask_duplicates=False)
-    assert SimCSETrainer.negative_mask(trainer, {"sentence_key": torch.tensor([[1, 2, 3], [4, 5, 6]])})[0] is None
+            assert torch.equal(mask, want) and extra["duplicates_masked_per_step"] == 1
+        else:
+            assert mask is None and "duplicates_masked_per_step" not in extra
+    pairs = {"sentence_key": torch.tensor([[1, 2], [4, 5]])}
+    assert SimCSETrainer.absent_negatives(SimpleNamespace(), pairs) is None
 
 
 @pytest.mark.slow

@@ -182,6 +182,11 @@ def test_a_config_starts_from_its_base(tmp_path: Path) -> None:
     # errors name the file of the chain that holds the value
     (tmp_path / "a.yaml").write_text("temperature: -1\n", encoding="utf-8")
     assert _error([str(tmp_path / "sub" / "b.yaml")]).startswith(f"{tmp_path / 'sub' / '..' / 'a.yaml'}: temperature")
+    (tmp_path / "a.yaml").write_text(
+        "eval_strategy: steps\nsave_strategy: steps\nload_best_model_at_end: true\neval_steps: 3\nsave_steps: 5\n",
+        encoding="utf-8",
+    )  # an error of two keys, both in the base
+    assert _error([str(tmp_path / "c.yaml")]).startswith(f"{tmp_path / 'sub' / '..' / 'a.yaml'}: ")
     (tmp_path / "a.yaml").write_text("learning_rat: 1\n", encoding="utf-8")
     assert _error([str(tmp_path / "c.yaml")]).startswith(f"{tmp_path / 'sub' / '..' / 'a.yaml'}: unknown config keys")
     for text, message in [
