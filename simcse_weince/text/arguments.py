@@ -142,7 +142,8 @@ class DataArguments:
                     f"{f} is read as lines, one sentence each, but allow_missing_negatives trains pairs and "
                     "triplets; expected a column file (.csv, .tsv, .jsonl, .json, .parquet)"
                 )
-        if self.allow_missing_negatives and not self.train_files and not column_format(self.hub_data_file or "x.csv"):
+        hub_lines = self.hub_data_file is not None and not column_format(self.hub_data_file)
+        if self.allow_missing_negatives and not self.train_files and hub_lines:
             raise ValueError(
                 f"allow_missing_negatives trains pairs and triplets, but the Hub file {self.hub_data_file} is read "
                 "as lines; expected a file with named columns (e.g. hub_data_file: nli_for_simcse.csv)"

@@ -97,7 +97,7 @@ class SimCSEModel(nn.Module):
         Supervised rows, ``input_ids`` (B, n, L) with n = 2 + k texts per row (anchor, positive, k hard
         negatives: the collator's layout): each text once, all B·n in one forward (SimCSE's supervised mode).
         A text without a token (attention mask all 0: a row's absent hard negative) is not encoded; its
-        embedding is the zero vector, and the trainer masks it out of every anchor's candidates.
+        embedding is the zero vector, and the loss leaves it out of every anchor's candidates (``absent_negatives``).
         """
         if input_ids.ndim == 3:
             return self._forward_rows(input_ids, attention_mask, token_type_ids)

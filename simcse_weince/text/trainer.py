@@ -104,8 +104,9 @@ class SimCSETrainer(ContrastiveTrainer):
         if keys is None:
             return None, {}
         extra = {}
-        if keys.ndim == 2 and keys.shape[1] > 2:  # summed over the processes when logged: this process's rows
-            extra["absent_negatives_per_step"] = (keys[:, 2:] == ABSENT_KEY).sum().float()
+        absent = self.absent_negatives({"sentence_key": keys})
+        if absent is not None:  # summed over the processes when logged: this process's rows
+            extra["absent_negatives_per_step"] = absent.sum().float()
         if not self.mask_duplicates:
             return None, extra
         gathered = self.contrastive_loss.gather_across_devices

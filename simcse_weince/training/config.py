@@ -66,11 +66,6 @@ def _yaml_error(path: Path, err: yaml.YAMLError, text: str) -> str:
 BASE_KEY = "base"  # a YAML file's key naming the file it starts from
 
 
-def load_yaml_config(path: str | Path, types: Sequence[type]) -> dict[str, Any]:
-    """Read a flat YAML mapping (with its ``base`` files) and check every key against the dataclass fields."""
-    return load_yaml_chain(path, types)[0]
-
-
 def load_yaml_chain(
     path: str | Path, types: Sequence[type], _seen: tuple[Path, ...] = ()
 ) -> tuple[dict[str, Any], dict[str, Path]]:
