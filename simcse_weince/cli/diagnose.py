@@ -217,7 +217,7 @@ def run(argv: Sequence[str]) -> dict:
         "positive_rank": {"top1": float(np.mean(ranks == 1)), "mean": float(ranks.mean())},
         "pot": pot.to_dict(),
         "threshold_stability": [f.to_dict() for f in stability],
-        "link": link.to_dict() | link_note(float(np.mean(ranks == 1))),
+        "link": link.to_dict() | link_note(float(np.mean(ranks == 1)), link.converged),
         "anchor_statistics_first_batch": summarise(stats[0]),
         "lambda_all_batches": {"mean": float(lam_all.mean()), "frac_gt_half": float((lam_all > 0.5).mean())},
         "weince_loss_config": loss.get_config_dict(),
@@ -238,14 +238,16 @@ def run(argv: Sequence[str]) -> dict:
     return report
 
 
-def link_note(top1: float) -> dict:
-    """Flag the case where the winners carry (almost) no information about the link."""
-    if top1 < 0.99:
+def link_note(top1: float, converged: bool = True) -> dict:
+    """Flag the case where the winners carry (almost) no information about the link: the positive (nearly)
+    always ranks first, or the fit ran off to infinity (winners separable by their scores)."""
+    if top1 < 0.99 and converged:
         return {"identifiable": True}
+    why = f"the positive ranks first for {100 * top1:.1f}% of anchors" if top1 >= 0.99 else "the fit did not converge"
     return {
         "identifiable": False,
-        "note": f"the positive ranks first for {100 * top1:.1f}% of anchors: the observed winners barely constrain "
-        "the link, so lambda/beta/tau are not identified and a ~0 gain says nothing either way",
+        "note": f"{why}: the observed winners barely constrain the link, so a and b are not identified and a ~0 gain "
+        "says nothing either way",
     }
 
 
@@ -256,8 +258,10 @@ def summary_text(r: dict) -> str:
         f"{r['model']} ({r['kind']}): {r['batches']} batches of {r['batch_size']}, {r['negative_scores']:,} negatives",
         f"  POT q={pot['q']}: xi = {pot['xi']:.3f} [{pot['xi_ci'][0]:.3f}, {pot['xi_ci'][1]:.3f}], "
         f"sigma = {pot['sigma']:.4f}, endpoint = {endpoint}",
-        f"  link selection: lambda = {link['lam']:.3f}, beta = {link['beta']:.2f}, tau = {link['tau']:.3g}; "
-        f"held-out gain {link['heldout_gain']:+.4f} nats/anchor",
+        f"  link selection (identified, {100 * link['level']:.0f}% CI): a = {link['a']:.3f} "
+        f"[{link['a_ci'][0]:.3f}, {link['a_ci'][1]:.3f}] (softmax slope), b = {link['b']:.3f} "
+        f"[{link['b_ci'][0]:.3f}, {link['b_ci'][1]:.3f}] (endpoint weight); held-out gain "
+        f"{link['heldout_gain']:+.4f} [{link['heldout_gain_ci'][0]:+.4f}, {link['heldout_gain_ci'][1]:+.4f}] nats/anchor",
         *([f"  note: {link['note']}"] if not link.get("identifiable", True) else []),
         f"  WEINCE lambda (all batches): mean {r['lambda_all_batches']['mean']:.3f}, "
         f"share > 0.5 {r['lambda_all_batches']['frac_gt_half']:.3f}",

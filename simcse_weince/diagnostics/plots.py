@@ -81,7 +81,8 @@ def plot_link(link, path: Path) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4))
     vals = [link.heldout_ll_softmax, link.heldout_ll_family]
-    ax.bar(["softmax link", f"WEINCE family\nλ̂={link.lam:.2f}, β̂={link.beta:.2f}"], vals, color=["grey", "tab:blue"])
+    family = f"WEINCE family\na={link.a:.2f}, b={link.b:.2f}"
+    ax.bar(["softmax link", family], vals, color=["grey", "tab:blue"])
     ax.set_ylabel("held-out mean log-likelihood (nats / anchor)")
     ax.set_title(f"Link selection: gain {link.heldout_gain:+.3f} nats / anchor")
     lo = min(vals)

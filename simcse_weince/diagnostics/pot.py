@@ -3,8 +3,14 @@
 For exceedances ``y = s − u > 0`` over the q-quantile ``u`` of the scores, the GPD has survival function
 ``P(Y > y) = (1 + ξ y / σ)^(−1/ξ)``. ξ < 0 is the Weibull domain of attraction — a finite upper endpoint,
 estimated as ``u − σ/ξ`` — which is the geometry WEINCE's shortfall logit assumes (scores capped at 1).
-The fit is maximum likelihood (``scipy.stats.genpareto.fit`` with location 0); the interval of ξ̂ is a
-seeded percentile bootstrap.
+The fit is maximum likelihood with location 0, vectorised over samples (:func:`fit_exceedances_many`) so that
+the seeded percentile bootstrap of ξ̂ costs about one ``scipy.stats.genpareto.fit``.
+
+Profile likelihood (Grimshaw 1993): with θ = ξ/σ, for fixed θ the likelihood is maximised by
+ξ(θ) = (1/n) Σ log(1 + θ y_i) and σ = ξ(θ)/θ, which leaves
+ℓ(θ) = −n log(ξ(θ)/θ) − n (1 + ξ(θ)) over θ > −1/max(y) (θ → 0: the exponential law). ℓ is unbounded as
+θ → −1/max(y), where ξ(θ) → −∞ (the known non-regularity for ξ < −1), so the maximum is sought where
+ξ(θ) ≥ −1: a grid in t = θ·max(y), then golden-section refinement around the best grid point.
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import genpareto
 
 MIN_EXCEEDANCES = 10
 
@@ -47,9 +52,52 @@ def fit_exceedances(exc: np.ndarray) -> tuple[float, float, float]:
         raise ValueError("exceedances must be finite and non-negative")
     if np.ptp(exc) <= 0:
         raise ValueError(f"all {exc.size} exceedances are equal ({exc[0]:.6g}): no tail shape to fit")
-    xi, _, sigma = genpareto.fit(exc, floc=0.0)
-    ll = float(np.sum(genpareto.logpdf(exc, xi, loc=0.0, scale=sigma)))
-    return float(xi), float(sigma), ll
+    xi, sigma, ll = fit_exceedances_many(exc[None, :])
+    return float(xi[0]), float(sigma[0]), float(ll[0])
+
+
+# the t = θ·max(y) grid of the profile likelihood: (−1, 0) densely near −1, then (0, 1e5] logarithmically
+_T_GRID = np.concatenate([-(1 - np.logspace(-7, 0, 60, endpoint=False)), np.logspace(-6, 5, 80)])
+_GOLDEN = (np.sqrt(5) - 1) / 2
+_CHUNK_ELEMENTS = 20_000_000
+
+
+def _profile(y: np.ndarray, ymax: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Profile log-likelihood ℓ and ξ(θ) at t = θ·max(y); y (R, n), t (R, G) -> (R, G) each."""
+    theta = t / ymax[:, None]
+    xi = np.log1p(theta[:, :, None] * y[:, None, :]).mean(axis=2)
+    n = y.shape[1]
+    ll = -n * np.log(xi / theta) - n * (1 + xi)
+    return np.where(xi >= -1, ll, -np.inf), xi
+
+
+def fit_exceedances_many(samples: np.ndarray, refine_steps: int = 60) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Maximum-likelihood (ξ̂, σ̂, log-likelihood) of each row of positive exceedances (R, n), vectorised.
+
+    Agrees with ``scipy.stats.genpareto.fit(row, floc=0)`` to ~1e-4 in ξ̂ at an equal or higher likelihood
+    (tested). Rows are processed in chunks to bound memory.
+    """
+    y = np.asarray(samples, dtype=np.float64)
+    rows = max(1, _CHUNK_ELEMENTS // (y.shape[1] * _T_GRID.size))
+    parts = [_fit_chunk(y[i : i + rows], refine_steps) for i in range(0, y.shape[0], rows)]
+    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+
+
+def _fit_chunk(y: np.ndarray, refine_steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ymax = y.max(axis=1)
+    ll, _ = _profile(y, ymax, np.broadcast_to(_T_GRID, (y.shape[0], _T_GRID.size)))
+    k = ll.argmax(axis=1)
+    lo = _T_GRID[np.clip(k - 1, 0, _T_GRID.size - 1)]
+    hi = _T_GRID[np.clip(k + 1, 0, _T_GRID.size - 1)]
+    for _ in range(refine_steps):  # golden section on [lo, hi], every row at once
+        c, d = hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
+        fc = _profile(y, ymax, c[:, None])[0][:, 0]
+        fd = _profile(y, ymax, d[:, None])[0][:, 0]
+        left = fc > fd
+        hi, lo = np.where(left, d, hi), np.where(left, lo, c)
+    t = (lo + hi) / 2
+    ll, xi = (v[:, 0] for v in _profile(y, ymax, t[:, None]))
+    return xi, xi / (t / ymax), ll
 
 
 def fit_pot(
@@ -75,13 +123,11 @@ def fit_pot(
         )
     xi, sigma, ll = fit_exceedances(exc)
     rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(bootstrap):
-        sample = rng.choice(exc, exc.size, replace=True)
-        if np.ptp(sample) > 0:
-            boots.append(genpareto.fit(sample, floc=0.0)[0])
+    samples = rng.choice(exc, (bootstrap, exc.size), replace=True)
+    samples = samples[np.ptp(samples, axis=1) > 0]
+    boots = fit_exceedances_many(samples)[0] if len(samples) else []
     alpha = (1 - level) / 2
-    ci = (float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))) if boots else (xi, xi)
+    ci = (float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))) if len(boots) else (xi, xi)
     endpoint = u - sigma / xi if xi < 0 else None
     return GPDFit(q, u, int(s.size), int(exc.size), xi, sigma, ci, endpoint, ll)
 
