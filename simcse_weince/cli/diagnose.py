@@ -261,7 +261,8 @@ def summary_text(r: dict) -> str:
         f"  link selection (identified, {100 * link['level']:.0f}% CI): a = {link['a']:.3f} "
         f"[{link['a_ci'][0]:.3f}, {link['a_ci'][1]:.3f}] (softmax slope), b = {link['b']:.3f} "
         f"[{link['b_ci'][0]:.3f}, {link['b_ci'][1]:.3f}] (endpoint weight); held-out gain "
-        f"{link['heldout_gain']:+.4f} [{link['heldout_gain_ci'][0]:+.4f}, {link['heldout_gain_ci'][1]:+.4f}] nats/anchor",
+        f"{link['heldout_gain']:+.4f} [{link['heldout_gain_ci'][0]:+.4f}, {link['heldout_gain_ci'][1]:+.4f}] "
+        "nats/anchor",
         *([f"  note: {link['note']}"] if not link.get("identifiable", True) else []),
         f"  WEINCE lambda (all batches): mean {r['lambda_all_batches']['mean']:.3f}, "
         f"share > 0.5 {r['lambda_all_batches']['frac_gt_half']:.3f}",

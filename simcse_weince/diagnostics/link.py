@@ -182,9 +182,7 @@ def fit_coefficients(batches: Sequence[ScoreBatch], endpoint_term: bool = True) 
     bread = torch.linalg.pinv(hess)
     cov = bread @ (per_anchor.T @ per_anchor) @ bread
     se = cov.diagonal().clamp_min(0).sqrt()
-    return CoefficientFit(
-        tuple(float(v) for v in theta), tuple(float(v) for v in se), -float(nll) / n, n, converged
-    )
+    return CoefficientFit(tuple(float(v) for v in theta), tuple(float(v) for v in se), -float(nll) / n, n, converged)
 
 
 def mean_loglik(batches: Sequence[ScoreBatch], lam: float, beta: float, tau: float) -> float:

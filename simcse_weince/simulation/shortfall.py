@@ -89,4 +89,3 @@ class ShortfallLaw:
         if self.kind == "beta":
             return f"beta({self.alpha:g}, {self.beta_d:g})"
         return f"gumbel(theta={self.theta:g})"
-

@@ -1,0 +1,19 @@
+"""Ground truth: simulated scores and winners whose laws are known, to check the diagnostics and WEINCE's λ.
+
+Layering: imports ``losses`` and ``diagnostics`` only; no library imports it; its command is ``simcse-simulate``.
+"""
+
+from simcse_weince.simulation.batches import ScoreSetting, SimulatedBatch, simulate_batch, simulate_ntxent_batch
+from simcse_weince.simulation.shortfall import ShortfallLaw
+from simcse_weince.simulation.winners import BlendedLaw, pseudo_true_softmax_slope, true_gain
+
+__all__ = [
+    "BlendedLaw",
+    "ScoreSetting",
+    "ShortfallLaw",
+    "SimulatedBatch",
+    "pseudo_true_softmax_slope",
+    "simulate_batch",
+    "simulate_ntxent_batch",
+    "true_gain",
+]
