@@ -52,6 +52,8 @@ EPS = 1e-6
 MAX_NEWTON_STEPS = 100
 # Newton stops when half the Newton decrement, g·H⁻¹g / 2, falls below this (nats over all anchors).
 NEWTON_TOL = 1e-10
+# Mean NLL per anchor below which the winners are taken as separated by their scores (no finite maximum).
+SEPARABLE_NLL = 1e-6
 
 
 @dataclass
@@ -93,7 +95,7 @@ class LinkFit:
     n_anchors: int
     n_train_anchors: int
     n_heldout_anchors: int
-    converged: bool  # every Newton fit met its tolerance (False: e.g. winners that are always the top score)
+    converged: bool  # every Newton fit met its tolerance at a finite optimum (False: e.g. winners always on top)
 
     @property
     def softmax_tau(self) -> float:
@@ -179,6 +181,9 @@ def fit_coefficients(batches: Sequence[ScoreBatch], endpoint_term: bool = True) 
             t /= 2
         theta = trial
         nll, grad, hess, per_anchor = _derivatives(feats, theta)
+    # Winners that the scores separate perfectly have no finite maximum: the NLL only approaches 0 as |θ| grows,
+    # and Newton "converges" on a vanishing gradient far out. Such a fit is not a reading of anything.
+    converged = converged and float(nll) / n > SEPARABLE_NLL
     bread = torch.linalg.pinv(hess)
     cov = bread @ (per_anchor.T @ per_anchor) @ bread
     se = cov.diagonal().clamp_min(0).sqrt()

@@ -12,7 +12,7 @@ from scipy.stats import genpareto
 
 from simcse_weince.diagnostics.geometry import alignment, uniformity
 from simcse_weince.diagnostics.link import ScoreBatch, select_link
-from simcse_weince.diagnostics.pot import fit_exceedances, fit_pot, threshold_stability
+from simcse_weince.diagnostics.pot import fit_exceedances, fit_exceedances_many, fit_pot, threshold_stability
 from tests.helpers import argv
 
 
@@ -37,6 +37,21 @@ def test_beta_scores_give_the_theoretical_shape() -> None:
     assert fit.endpoint == pytest.approx(1.0, abs=0.05)
     stab = threshold_stability(s, qs=(0.99, 0.995), bootstrap=20)
     assert [f.q for f in stab] == [0.99, 0.995] and all(f.xi < 0 for f in stab)
+
+
+def test_vectorised_gpd_fit_is_scipys_maximum_likelihood() -> None:
+    """Each row's fit reaches at least scipy's likelihood and the same ξ̂ (to its optimiser's tolerance), across
+    the Weibull, Gumbel and Fréchet domains."""
+    rng = np.random.default_rng(4)
+    for xi in (-0.6, -0.3, 0.0, 0.4):
+        rows = genpareto.rvs(xi, scale=0.1, size=(3, 400), random_state=rng)
+        xi_hat, sigma_hat, ll = fit_exceedances_many(rows)
+        for r in range(3):
+            ref_xi, _, ref_sigma = genpareto.fit(rows[r], floc=0.0)
+            ref_ll = genpareto.logpdf(rows[r], ref_xi, 0.0, ref_sigma).sum()
+            assert ll[r] >= ref_ll - 1e-8
+            assert xi_hat[r] == pytest.approx(ref_xi, abs=1e-3) and sigma_hat[r] == pytest.approx(ref_sigma, rel=1e-3)
+            assert ll[r] == pytest.approx(genpareto.logpdf(rows[r], xi_hat[r], 0.0, sigma_hat[r]).sum(), abs=1e-8)
 
 
 def test_degenerate_input_gives_clear_errors() -> None:
@@ -67,15 +82,16 @@ def _simulated_batches(kind: str, n: int = 8, a: int = 200, c: int = 200, seed: 
 
 def test_link_selection_on_softmax_winners() -> None:
     fit = select_link(_simulated_batches("softmax"))
-    assert fit.lam < 0.15
+    assert fit.b_ci[0] <= 0 <= fit.b_ci[1] and abs(fit.b) < 0.1  # (a, b) = (10, 0)
+    assert fit.a == pytest.approx(10.0, rel=0.1)
     assert abs(fit.heldout_gain) < 0.01
     assert fit.softmax_tau == pytest.approx(0.1, rel=0.1)
 
 
 def test_link_selection_on_weibull_winners() -> None:
     fit = select_link(_simulated_batches("weibull"))
-    assert fit.lam > 0.9
-    assert fit.beta == pytest.approx(3.0, rel=0.15)
+    assert fit.a_ci[0] <= 0 <= fit.a_ci[1]  # (a, b) = (0, 3)
+    assert fit.b == pytest.approx(3.0, rel=0.1)
     assert fit.heldout_gain > 0.1
     with pytest.raises(ValueError, match="at least 2 batches"):
         select_link(_simulated_batches("weibull", n=1))
@@ -109,7 +125,8 @@ def test_command_on_tiny_text_model(
     assert saved["kind"] == "text" and saved["batches"] == 4 and saved["negative_scores"] == 4 * 64 * 63
     assert {"xi", "sigma", "xi_ci", "endpoint"} <= set(saved["pot"])
     assert len(saved["threshold_stability"]) == 5
-    assert 0 <= saved["link"]["lam"] <= 1 and "heldout_gain" in saved["link"]
+    assert {"a", "a_ci", "b", "b_ci", "heldout_gain", "heldout_gain_ci"} <= set(saved["link"])
+    assert not {"lam", "beta", "tau"} & set(saved["link"])  # no unidentified parameter is reported
     assert 0 <= saved["anchor_statistics_first_batch"]["lam"]["mean"] <= 1
     assert saved["geometry"]["alignment_pairs"] > 100 and saved["geometry"]["uniformity"] < 0
     for name in ("tail_gpd.png", "threshold_stability.png", "lambda_hist.png", "link_loglik.png"):
@@ -143,7 +160,8 @@ def _summary_of(settings_from: str) -> str:
     report = {
         "model": "m", "kind": "text", "batches": 2, "batch_size": 4, "negative_scores": 24,
         "pot": {"q": 0.99, "xi": -0.3, "xi_ci": [-0.4, -0.2], "sigma": 0.05, "endpoint": 0.9},
-        "link": {"lam": 0.1, "beta": 1.0, "tau": 0.05, "heldout_gain": 0.0, "identifiable": True},
+        "link": {"a": 9.0, "a_ci": [8.0, 10.0], "b": 0.1, "b_ci": [-0.1, 0.3], "level": 0.95, "heldout_gain": 0.0,
+                 "heldout_gain_ci": [-0.01, 0.01], "identifiable": True},
         "lambda_all_batches": {"mean": 0.2, "frac_gt_half": 0.1},
         "positive_rank": {"top1": 0.5}, "geometry": {"alignment": 0.5, "uniformity": -2.0},
         "plots": {"tail": "out/tail_gpd.png"}, "seconds": 1.0, "weince_loss_settings_from": settings_from,
