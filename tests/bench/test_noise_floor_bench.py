@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 
-STAND_IN = '''
+STAND_IN = """
 import argparse, csv
 from pathlib import Path
 from simcse_weince.simulation.noise_floor import closed_forms, simulate_noise_floor
@@ -32,7 +32,7 @@ with open(a.out_dir / "noise_floor_results.csv", "w", newline="") as f:
     for r in simulate_noise_floor(replications=a.n_reps, seed=a.seed):
         w.writerow([float(r.n), r.mse_weibit, r.mse_softmax, cf.true_log_odds, cf.softmax_pseudo_log_odds,
                     cf.softmax_bias_floor, cf.softmax_godambe, cf.weibit_c])
-'''
+"""
 
 
 def test_bench_compares_closed_forms_and_curves(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ def test_simcse_batch_and_the_hardest_negative() -> None:
     setting = ScoreSetting(ShortfallLaw("power", alpha=alpha), hardness=c, anchors=128, candidates=k + 1)
     uniform = BlendedLaw.softmax(1e9)  # a ≈ 1e-9: every candidate equally likely to win
     g = torch.Generator().manual_seed(0)
-    rho = torch.cat([WeinceLoss().statistics(simulate_batch(setting, uniform, g).score_matrix()).rho for _ in range(40)])
+    loss = WeinceLoss()
+    rho = torch.cat([loss.statistics(simulate_batch(setting, uniform, g).score_matrix()).rho for _ in range(40)])
     expected = c * math.exp(math.lgamma(1 + 1 / alpha) + math.lgamma(k + 1) - math.lgamma(k + 1 + 1 / alpha))
     assert float(rho.double().mean()) == pytest.approx(expected, rel=0.03)
     batch = simulate_batch(setting, uniform, g)

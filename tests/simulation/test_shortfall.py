@@ -12,7 +12,11 @@ from scipy.stats import kstest
 from simcse_weince.diagnostics.pot import fit_exceedances_many
 from simcse_weince.simulation.shortfall import ShortfallLaw
 
-LAWS = [ShortfallLaw("power", alpha=2.5), ShortfallLaw("beta", alpha=2.0, beta_d=5.0), ShortfallLaw("gumbel", theta=1.5)]
+LAWS = [
+    ShortfallLaw("power", alpha=2.5),
+    ShortfallLaw("beta", alpha=2.0, beta_d=5.0),
+    ShortfallLaw("gumbel", theta=1.5),
+]
 
 
 @pytest.mark.parametrize("law", LAWS, ids=lambda law: law.kind)
