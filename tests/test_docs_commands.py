@@ -172,6 +172,17 @@ def check_diagnose(args: list[str]) -> None:
     _argparse(build_parser().parse_args, args, "diagnose")
 
 
+def check_simulate(args: list[str]) -> None:
+    from simcse_weince.cli.simulate import build_parser, check
+
+    ns = _argparse(build_parser().parse_args, args, "simulate")
+    try:
+        if ns is not None:
+            check(ns)
+    except ValueError as err:
+        raise CommandError(f"simulate: {err}") from None
+
+
 @functools.cache
 def _module_help(module: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -239,6 +250,7 @@ PY_MODULES = {
     "simcse_weince.cli.train_vision": lambda a: check_training("vision", a),
     "simcse_weince.cli.evaluate": check_evaluate,
     "simcse_weince.cli.diagnose": check_diagnose,
+    "simcse_weince.cli.simulate": check_simulate,
 }
 PY_SCRIPTS = {
     "train_unsup.py": lambda a: check_training("text", a),
@@ -249,6 +261,7 @@ CONSOLE_SCRIPTS = {  # the [project.scripts] of pyproject.toml -> the module who
     "simclr-train": "simcse_weince.cli.train_vision",
     "simcse-evaluate": "simcse_weince.cli.evaluate",
     "simcse-diagnose": "simcse_weince.cli.diagnose",
+    "simcse-simulate": "simcse_weince.cli.simulate",
 }
 
 

@@ -96,22 +96,24 @@ def e2_config(args: argparse.Namespace) -> E2Config:
     )  # fmt: skip
 
 
-def check_e1(args: argparse.Namespace) -> None:
-    _at_least("replications", [args.replications], 2)
-    _at_least("sample_sizes", args.sample_sizes, 1)
-    BlendedLaw.weibit(args.beta)
+def check(args: argparse.Namespace) -> E2Config | None:
+    """Every option of the chosen experiment checked (ValueError naming it); E2's settings, else None."""
+    if args.experiment == "e1":
+        _at_least("replications", [args.replications], 2)
+        _at_least("sample_sizes", args.sample_sizes, 1)
+        BlendedLaw.weibit(args.beta)
+    elif args.experiment == "e2":
+        return e2_config(args)
+    else:
+        _at_least("batches", [args.batches], 1)
+    return None
 
 
 def run(argv: Sequence[str]) -> dict:
     args = build_parser().parse_args(argv)
     t0 = time.perf_counter()
     out = Path(args.out)
-    if args.experiment == "e1":
-        check_e1(args)
-    elif args.experiment == "e2":
-        config = e2_config(args)
-    else:
-        _at_least("batches", [args.batches], 1)
+    config = check(args)  # before any work
     out.mkdir(parents=True, exist_ok=True)
     if args.experiment == "e1":
         result, table = run_e1(args.sample_sizes, args.replications, args.seed, args.beta)
