@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simcse_weince.cli.errors import run_command
+from simcse_weince.diagnostics.pot import MIN_EXCEEDANCES
 from simcse_weince.simulation.experiments import E2Config, run_e1, run_e2, run_e3
 from simcse_weince.simulation.noise_floor import ClosedForms, NoiseFloorRow
 from simcse_weince.simulation.plots import (
@@ -29,6 +30,8 @@ from simcse_weince.simulation.shortfall import ShortfallLaw
 from simcse_weince.simulation.winners import BlendedLaw
 
 logger = logging.getLogger(__name__)
+# Replication r uses seed + r: keep every such seed a valid numpy and torch seed.
+MAX_SEED = 2**62
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,6 +83,13 @@ def e2_config(args: argparse.Namespace) -> E2Config:
     _at_least("pot_sizes", args.pot_sizes, 100)
     if not all(0 < q < 1 for q in args.pot_qs):
         raise ValueError(f"--pot_qs must all be in (0, 1), got {args.pot_qs}")
+    for n in args.pot_sizes:
+        for q in args.pot_qs:
+            if n * (1 - q) < 2 * MIN_EXCEEDANCES:  # fit_pot needs 10 exceedances; keep a margin over n(1 − q)
+                raise ValueError(
+                    f"--pot_sizes {n} with --pot_qs {q} leaves about {n * (1 - q):.0f} exceedances; the POT fit "
+                    f"needs n(1 - q) >= {2 * MIN_EXCEEDANCES}: more scores or a lower q"
+                )
     _at_least("link_replications", args.link_replications, 2)
     scales = tuple(_scale(s) for s in args.scales)
     if len(args.link_replications) != len(scales):
@@ -98,6 +108,8 @@ def e2_config(args: argparse.Namespace) -> E2Config:
 
 def check(args: argparse.Namespace) -> E2Config | None:
     """Every option of the chosen experiment checked (ValueError naming it); E2's settings, else None."""
+    if not 0 <= args.seed < MAX_SEED:
+        raise ValueError(f"--seed must be an integer in [0, 2**62), got {args.seed}")
     if args.experiment == "e1":
         _at_least("replications", [args.replications], 2)
         _at_least("sample_sizes", args.sample_sizes, 1)

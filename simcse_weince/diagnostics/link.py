@@ -50,7 +50,8 @@ from simcse_weince.losses.logits import weince_logits
 
 EPS = 1e-6
 MAX_NEWTON_STEPS = 100
-# Newton stops when half the Newton decrement, g·H⁻¹g / 2, falls below this (nats over all anchors).
+# Newton stops when half the Newton decrement, g·H⁻¹g / 2, falls below this (nats over all anchors; a failed
+# line search is accepted as convergence below this times the number of anchors, round-off of the summed NLL).
 NEWTON_TOL = 1e-10
 # Mean NLL per anchor below which the winners are taken as separated by their scores (no finite maximum).
 SEPARABLE_NLL = 1e-6
@@ -119,9 +120,14 @@ def _features(batch: ScoreBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     """(A, C, 2) float64 features (s, −log(1 − s)), (A, C) validity and (A,) winners of one batch."""
     s = batch.scores.detach().double()
     valid = torch.ones_like(s, dtype=torch.bool) if batch.excluded is None else ~batch.excluded
+    winner = batch.winner.long()
+    if winner.shape != (s.shape[0],) or bool(((winner < 0) | (winner >= s.shape[1])).any()):
+        raise ValueError(f"winners must be one column index in [0, {s.shape[1]}) per anchor")
+    if not bool(valid.gather(1, winner[:, None]).all()):
+        raise ValueError("a winner is an excluded entry: it is no candidate of its anchor")
     s = torch.where(valid, s, torch.zeros_like(s))
     u = -torch.log1p(-s.clamp(max=1.0 - EPS))
-    return torch.stack([s, u], dim=-1), valid, batch.winner.long()
+    return torch.stack([s, u], dim=-1), valid, winner
 
 
 Features = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
@@ -172,18 +178,21 @@ def fit_coefficients(batches: Sequence[ScoreBatch], endpoint_term: bool = True) 
         if decrement / 2 < NEWTON_TOL:
             converged = True
             break
-        t = 1.0
+        t, accepted = 1.0, None
         while t > 1e-10:  # backtracking (Armijo) line search
             trial = theta - t * step
-            trial_nll = _derivatives(feats, trial, order=0)[0]
-            if trial_nll <= nll - 1e-4 * t * decrement:
+            if _derivatives(feats, trial, order=0)[0] <= nll - 1e-4 * t * decrement:
+                accepted = trial
                 break
             t /= 2
-        theta = trial
+        if accepted is None:  # no descent along the Newton direction: at the optimum to round-off, or stuck
+            converged = decrement / 2 < NEWTON_TOL * max(1.0, n)
+            break
+        theta = accepted
         nll, grad, hess, per_anchor = _derivatives(feats, theta)
     # Winners that the scores separate perfectly have no finite maximum: the NLL only approaches 0 as |θ| grows,
     # and Newton "converges" on a vanishing gradient far out. Such a fit is not a reading of anything.
-    converged = converged and float(nll) / n > SEPARABLE_NLL
+    converged = converged and math.isfinite(float(nll)) and float(nll) / n > SEPARABLE_NLL
     bread = torch.linalg.pinv(hess)
     cov = bread @ (per_anchor.T @ per_anchor) @ bread
     se = cov.diagonal().clamp_min(0).sqrt()

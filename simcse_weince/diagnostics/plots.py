@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 
-def _plt():
+def headless_pyplot():
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -21,7 +22,7 @@ def plot_tail(scores: np.ndarray, fit, path: Path) -> Path:
     """Histogram of the exceedances over the threshold with the fitted GPD density (and endpoint)."""
     from scipy.stats import genpareto
 
-    plt = _plt()
+    plt = headless_pyplot()
     exc = scores[scores > fit.threshold] - fit.threshold
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.hist(exc, bins=40, density=True, alpha=0.6, label=f"{exc.size} exceedances over u={fit.threshold:.4f}")
@@ -45,7 +46,7 @@ def plot_tail(scores: np.ndarray, fit, path: Path) -> Path:
 
 
 def plot_stability(fits: Sequence, path: Path) -> Path:
-    plt = _plt()
+    plt = headless_pyplot()
     qs = [f.q for f in fits]
     xi = np.array([f.xi for f in fits])
     lo = xi - np.array([f.xi_ci[0] for f in fits])
@@ -63,7 +64,7 @@ def plot_stability(fits: Sequence, path: Path) -> Path:
 
 
 def plot_lambda(lam: np.ndarray, path: Path, title: str = "Per-anchor WEINCE weight λ") -> Path:
-    plt = _plt()
+    plt = headless_pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.hist(lam, bins=40, range=(0, 1))
     ax.axvline(float(np.mean(lam)), color="r", ls="--", label=f"mean {np.mean(lam):.3f}")
@@ -78,7 +79,7 @@ def plot_lambda(lam: np.ndarray, path: Path, title: str = "Per-anchor WEINCE wei
 
 
 def plot_link(link, path: Path) -> Path:
-    plt = _plt()
+    plt = headless_pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     vals = [link.heldout_ll_softmax, link.heldout_ll_family]
     family = f"WEINCE family\na={link.a:.2f}, b={link.b:.2f}"

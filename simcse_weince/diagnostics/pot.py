@@ -75,9 +75,12 @@ def fit_exceedances_many(samples: np.ndarray, refine_steps: int = 60) -> tuple[n
     """Maximum-likelihood (ξ̂, σ̂, log-likelihood) of each row of positive exceedances (R, n), vectorised.
 
     Agrees with ``scipy.stats.genpareto.fit(row, floc=0)`` to ~1e-4 in ξ̂ at an equal or higher likelihood
-    (tested). Rows are processed in chunks to bound memory.
+    for ξ > −1 (tested); the search stops at ξ = −1, where the likelihood becomes unbounded and scipy goes beyond.
+    Rows are processed in chunks to bound memory (a single row of n exceedances needs ~140·n floats).
     """
     y = np.asarray(samples, dtype=np.float64)
+    if y.shape[0] == 0:
+        return np.empty(0), np.empty(0), np.empty(0)
     rows = max(1, _CHUNK_ELEMENTS // (y.shape[1] * _T_GRID.size))
     parts = [_fit_chunk(y[i : i + rows], refine_steps) for i in range(0, y.shape[0], rows)]
     return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
@@ -95,8 +98,13 @@ def _fit_chunk(y: np.ndarray, refine_steps: int) -> tuple[np.ndarray, np.ndarray
         fd = _profile(y, ymax, d[:, None])[0][:, 0]
         left = fc > fd
         hi, lo = np.where(left, d, hi), np.where(left, lo, c)
-    t = (lo + hi) / 2
-    ll, xi = (v[:, 0] for v in _profile(y, ymax, t[:, None]))
+    # The best of the bracket's midpoint, its ends and the best grid point: at the ξ = −1 boundary the bracket closes
+    # on the edge of the feasible set and its midpoint can fall just outside (ℓ = −inf).
+    cand = np.stack([(lo + hi) / 2, lo, hi, _T_GRID[k]], axis=1)  # (R, 4)
+    ll, xi = _profile(y, ymax, cand)
+    best = ll.argmax(axis=1)
+    rows = np.arange(y.shape[0])
+    t, ll, xi = cand[rows, best], ll[rows, best], xi[rows, best]
     return xi, xi / (t / ymax), ll
 
 

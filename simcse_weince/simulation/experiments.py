@@ -133,7 +133,7 @@ def run_e3(
                     who = "no winner (NT-Xent)" if law is None else ("softmax" if law.lam == 0 else "Weibit")
                     name = f"{tail.describe()} c={c:g} sd={spread:g} {who}"
                     cells.append({"cell": name, "xi": tail.xi, "hardness": c, "spread": spread, "winners": who})
-                    cells[-1] |= summarise_cell(stats)
+                    cells[-1] |= summarise_cell(stats, loss[layout].margin)
                     if c == 1.0 and spread == 0.5 and law is not None and law.lam == 0:
                         sweeps.append({"cell": name, "grid": knob_sweep(stats)})
     lines = [

@@ -60,8 +60,9 @@ def cell_statistics(
     return CellStatistics(*(torch.stack([p[i] for p in parts]).double() for i in range(5)))
 
 
-def summarise_cell(stats: CellStatistics) -> dict[str, float]:
-    """Mean λ (with its SE over batches), share λ > 1/2, mean ΔAIC, mean β̂ (OLS, Hill), mean ρ."""
+def summarise_cell(stats: CellStatistics, margin: float = 2.0) -> dict[str, float]:
+    """Mean λ (with its SE over batches), share λ > 1/2, mean ΔAIC and its share above the loss's margin m,
+    mean β̂ (OLS, Hill), mean ρ."""
     per_batch = stats.lam.mean(dim=1)
     nb = per_batch.numel()
     return {
@@ -69,7 +70,7 @@ def summarise_cell(stats: CellStatistics) -> dict[str, float]:
         "lambda_mean_se": float(per_batch.std() / np.sqrt(nb)) if nb > 1 else 0.0,
         "share_gt_half": float((stats.lam > 0.5).double().mean()),
         "delta_aic_mean": float(stats.delta_aic.mean()),
-        "share_delta_aic_gt_margin": float((stats.delta_aic > 2.0).double().mean()),
+        "share_delta_aic_gt_margin": float((stats.delta_aic > margin).double().mean()),
         "beta_ols_mean": float(stats.beta_ols.mean()),
         "beta_hill_mean": float(stats.beta_hill[torch.isfinite(stats.beta_hill)].mean()),
         "rho_mean": float(stats.rho.mean()),

@@ -7,13 +7,20 @@ from pathlib import Path
 
 import numpy as np
 
-from simcse_weince.diagnostics.plots import _plt
+from simcse_weince.diagnostics.plots import headless_pyplot
 from simcse_weince.simulation.noise_floor import ClosedForms, NoiseFloorRow
+
+
+def _save(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plot_noise_floor(rows: Sequence[NoiseFloorRow], cf: ClosedForms, path: Path) -> Path:
     """E1: MSE of both log-odds estimators against n, with c/n and the softmax bias floor."""
-    plt = _plt()
+    plt = headless_pyplot()
     n = np.array([r.n for r in rows], dtype=float)
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for key, label, color in (("weibit", "Weibit (correct)", "tab:blue"), ("softmax", "softmax", "tab:red")):
@@ -29,15 +36,12 @@ def plot_noise_floor(rows: Sequence[NoiseFloorRow], cf: ClosedForms, path: Path)
     ax.set_ylabel("MSE of the top-vs-reference log-odds")
     ax.set_title("E1: the softmax's noise floor (Weibit winners, β* = 0.8)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_link_calibration(grids: dict[str, list[dict]], path: Path) -> Path:
     """E2: â, b̂ (mean ± RMSE) and the held-out vs true gain against λ*, one marker per scale."""
-    plt = _plt()
+    plt = headless_pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     for (scale, grid), marker in zip(grids.items(), "os^", strict=False):
         lam = np.array([c["lam"] for c in grid])
@@ -53,15 +57,12 @@ def plot_link_calibration(grids: dict[str, list[dict]], path: Path) -> Path:
         ax.set_xlabel("λ* (truth: black line)")
         ax.set_title(title)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_pot_calibration(cells: Sequence[dict], path: Path) -> Path:
     """E2: ξ̂ (mean ± RMSE) per cell against the true ξ, labelled with the interval's coverage."""
-    plt = _plt()
+    plt = headless_pyplot()
     fig, ax = plt.subplots(figsize=(9, 4))
     x = np.arange(len(cells))
     ax.errorbar(x, [c["mean"] for c in cells], yerr=[c["rmse"] for c in cells], marker="o", ls="none", capsize=3)
@@ -72,15 +73,12 @@ def plot_pot_calibration(cells: Sequence[dict], path: Path) -> Path:
     ax.set_ylabel("ξ̂ (mean ± RMSE); label: 95% CI coverage")
     ax.set_title("E2: POT ξ̂ against the truth")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_lambda_cells(cells: Sequence[dict], path: Path) -> Path:
     """E3: mean λ and share λ > 1/2 per cell."""
-    plt = _plt()
+    plt = headless_pyplot()
     fig, ax = plt.subplots(figsize=(11, 4.5))
     x = np.arange(len(cells))
     ax.bar(x - 0.2, [c["lambda_mean"] for c in cells], 0.4, label="mean λ")
@@ -89,7 +87,4 @@ def plot_lambda_cells(cells: Sequence[dict], path: Path) -> Path:
     ax.set_xticks(x, [c["cell"] for c in cells], fontsize=5, rotation=80)
     ax.set_title("E3: WEINCE's online λ across tail shape, hardness and winner law")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)

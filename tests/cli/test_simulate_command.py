@@ -50,6 +50,8 @@ def test_e2_and_e3_at_toy_size(tmp_path: Path) -> None:
         (["e1", "--beta", "inf"], "beta must be a finite number > 0, got inf"),
         (["e1", "--replications", "1"], "--replications must be finite and >= 2"),
         (["e3", "--batches", "0"], "--batches must be finite and >= 1"),
+        (["e1", "--seed", "-1"], "--seed must be an integer in [0, 2**62)"),
+        (["e2", "--pot_sizes", "1000", "--pot_qs", "0.995"], "leaves about 5 exceedances"),
     ],
 )
 def test_bad_options_are_one_line_before_any_work(

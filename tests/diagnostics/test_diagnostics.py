@@ -54,6 +54,18 @@ def test_vectorised_gpd_fit_is_scipys_maximum_likelihood() -> None:
             assert ll[r] == pytest.approx(genpareto.logpdf(rows[r], xi_hat[r], 0.0, sigma_hat[r]).sum(), abs=1e-8)
 
 
+def test_gpd_fit_at_the_xi_minus_one_boundary_stays_finite() -> None:
+    """Where the profile maximum sits on ξ = −1 (ties at the top, or a ξ ≤ −1 sample) the fit returns a finite
+    likelihood at ξ̂ ≥ −1, never −inf; an empty batch of rows gives empty results."""
+    rng = np.random.default_rng(7)
+    rows = np.vstack([np.r_[np.ones(9), 2.0], genpareto.rvs(-1.2, scale=1.0, size=10, random_state=rng)])
+    xi, sigma, ll = fit_exceedances_many(rows)
+    assert np.all(np.isfinite(ll)) and np.all(xi >= -1 - 1e-9) and np.all(sigma > 0)
+    direct = [genpareto.logpdf(r, x, 0, s).sum() for r, x, s in zip(rows, xi, sigma, strict=True)]
+    np.testing.assert_allclose(ll, direct, atol=1e-6)
+    assert [a.size for a in fit_exceedances_many(np.empty((0, 5)))] == [0, 0, 0]
+
+
 def test_degenerate_input_gives_clear_errors() -> None:
     with pytest.raises(ValueError, match="no spread"):
         fit_pot(np.full(1000, 0.3))
