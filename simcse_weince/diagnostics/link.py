@@ -133,9 +133,17 @@ def _features(batch: ScoreBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 Features = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
-def _derivatives(
-    feats: Features, theta: torch.Tensor, order: int = 2
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+def _log_probs(x: torch.Tensor, valid: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """(A, C) log-probabilities of the link softmax(θ·x) (θ of length p uses the first p features)."""
+    return (x[..., : theta.numel()] @ theta).masked_fill(~valid, float("-inf")).log_softmax(dim=1)
+
+
+def _anchor_logliks(feats: Features, theta: torch.Tensor) -> torch.Tensor:
+    """(N,) log-likelihood of each anchor's winner at θ."""
+    return torch.cat([_log_probs(x, valid, theta).gather(1, w[:, None])[:, 0] for x, valid, w in feats])
+
+
+def _derivatives(feats: Features, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """NLL (summed over anchors), its gradient, its Hessian and the per-anchor gradients at θ."""
     p_dim = theta.numel()
     nll = torch.zeros((), dtype=torch.float64)
@@ -144,11 +152,8 @@ def _derivatives(
     per_anchor = []
     for x, valid, winner in feats:
         x = x[..., :p_dim]  # (A, C, p)
-        logits = (x @ theta).masked_fill(~valid, float("-inf"))  # (A, C)
-        logp = logits.log_softmax(dim=1)
+        logp = _log_probs(x, valid, theta)  # (A, C)
         nll = nll - logp.gather(1, winner[:, None]).sum()
-        if order == 0:
-            continue
         prob = logp.exp()
         weighted = prob[..., None] * x  # (A, C, p)
         mean = weighted.sum(dim=1)  # (A, p) E_p[x]
@@ -156,8 +161,6 @@ def _derivatives(
         grad += g.sum(dim=0)
         per_anchor.append(g)
         hess += weighted.reshape(-1, p_dim).T @ x.reshape(-1, p_dim) - mean.T @ mean
-    if order == 0:
-        return nll, None, None, None
     return nll, grad, hess, torch.cat(per_anchor)
 
 
@@ -167,7 +170,10 @@ def fit_coefficients(batches: Sequence[ScoreBatch], endpoint_term: bool = True) 
     The NLL is convex, so the result does not depend on the start (θ = 0, uniform winners). Standard errors are
     the square roots of the sandwich covariance's diagonal.
     """
-    feats = [_features(b) for b in batches]
+    return _fit([_features(b) for b in batches], endpoint_term)
+
+
+def _fit(feats: Features, endpoint_term: bool) -> CoefficientFit:
     n = sum(f[2].numel() for f in feats)
     theta = torch.zeros(2 if endpoint_term else 1, dtype=torch.float64)
     converged = False
@@ -181,7 +187,7 @@ def fit_coefficients(batches: Sequence[ScoreBatch], endpoint_term: bool = True) 
         t, accepted = 1.0, None
         while t > 1e-10:  # backtracking (Armijo) line search
             trial = theta - t * step
-            if _derivatives(feats, trial, order=0)[0] <= nll - 1e-4 * t * decrement:
+            if -_anchor_logliks(feats, trial).sum() <= nll - 1e-4 * t * decrement:
                 accepted = trial
                 break
             t /= 2
@@ -214,12 +220,7 @@ def mean_loglik(batches: Sequence[ScoreBatch], lam: float, beta: float, tau: flo
 
 def anchor_logliks(batches: Sequence[ScoreBatch], a: float, b: float) -> torch.Tensor:
     """(N,) per-anchor log-likelihoods of the winners under the link softmax(a·s + b·u)."""
-    theta = torch.tensor([a, b], dtype=torch.float64)
-    out = []
-    for x, valid, winner in (_features(bt) for bt in batches):
-        logp = (x @ theta).masked_fill(~valid, float("-inf")).log_softmax(dim=1)
-        out.append(logp.gather(1, winner[:, None])[:, 0])
-    return torch.cat(out)
+    return _anchor_logliks([_features(bt) for bt in batches], torch.tensor([a, b], dtype=torch.float64))
 
 
 def select_link(batches: Sequence[ScoreBatch], level: float = 0.95) -> LinkFit:
@@ -232,13 +233,15 @@ def select_link(batches: Sequence[ScoreBatch], level: float = 0.95) -> LinkFit:
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     z = float(norm.ppf(0.5 + level / 2))
-    fit_half, test_half = list(batches[0::2]), list(batches[1::2])
-    full = fit_coefficients(batches)
-    fam = fit_coefficients(fit_half)
-    soft = fit_coefficients(fit_half, endpoint_term=False)
-    soft_all = fit_coefficients(batches, endpoint_term=False)
+    feats = [_features(b) for b in batches]  # once per batch, shared by the four fits and the held-out scores
+    fit_half, test_half = feats[0::2], feats[1::2]
+    full = _fit(feats, endpoint_term=True)
+    fam = _fit(fit_half, endpoint_term=True)
+    soft = _fit(fit_half, endpoint_term=False)
+    soft_all = _fit(feats, endpoint_term=False)
     train_gain = fam.mean_loglik - soft.mean_loglik
-    ll_family, ll_softmax = anchor_logliks(test_half, *fam.theta), anchor_logliks(test_half, soft.theta[0], 0.0)
+    ll_family = _anchor_logliks(test_half, torch.tensor(fam.theta, dtype=torch.float64))
+    ll_softmax = _anchor_logliks(test_half, torch.tensor(soft.theta, dtype=torch.float64))
     diff = ll_family - ll_softmax
     gain, gain_se = float(diff.mean()), float(diff.std() / math.sqrt(diff.numel())) if diff.numel() > 1 else 0.0
     (a, b), (a_se, b_se) = full.theta, full.se

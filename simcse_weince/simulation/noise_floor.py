@@ -31,11 +31,15 @@ BRACKET = (-100.0, 100.0)
 CLIP = 1e-10
 
 
+def softmax(z: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis (stable: the maximum subtracted)."""
+    w = np.exp(z - z.max(axis=-1, keepdims=True))
+    return w / w.sum(axis=-1, keepdims=True)
+
+
 def softmax_mean(t: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """E_{softmax(t f)}[f] and Var_{softmax(t f)}[f] for a vector of t (stable: max subtracted)."""
-    z = t[:, None] * f[None, :]
-    w = np.exp(z - z.max(axis=1, keepdims=True))
-    q = w / w.sum(axis=1, keepdims=True)
+    """E_{softmax(t f)}[f] and Var_{softmax(t f)}[f] for a vector of t."""
+    q = softmax(t[:, None] * f[None, :])
     m = q @ f
     return m, q @ (f * f) - m * m
 
@@ -82,9 +86,7 @@ class ClosedForms:
 
 
 def weibit_probs(scores: np.ndarray, beta: float) -> np.ndarray:
-    x = -np.log1p(-scores)
-    w = np.exp(beta * x - (beta * x).max())
-    return w / w.sum()
+    return softmax(-beta * np.log1p(-scores))
 
 
 def closed_forms(scores: tuple[float, ...] = SCORES, beta: float = BETA_STAR) -> ClosedForms:
@@ -95,8 +97,7 @@ def closed_forms(scores: tuple[float, ...] = SCORES, beta: float = BETA_STAR) ->
     p = weibit_probs(s, beta)
     true_lo = beta * (x[top] - x[REFERENCE])
     theta = float(invert_softmax_mean(np.array([p @ s]), s)[0])
-    z = np.exp(theta * s - (theta * s).max())
-    q = z / z.sum()
+    q = softmax(theta * s)
     mu = q @ s
     a_var = q @ (s - mu) ** 2
     b_var = p @ (s - mu) ** 2
