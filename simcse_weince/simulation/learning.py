@@ -1,0 +1,141 @@
+r"""Learning a known similarity: a free embedding table trained with the project's own losses on pairs from a kernel.
+
+The model is a table E (N × d′) whose normalised rows ê_x give cosines ŝ_xy = ê_x·ê_y. A training set is a fixed
+sample of ``pairs`` positive pairs (x, y⁺) drawn from the universe's M; each step takes ``batch`` of them and draws
+k fresh negatives per anchor, uniform over the other items. Each anchor's candidates are its positive and its own k
+negatives: the A × (1 + k) :class:`~simcse_weince.losses.layout.ScoreMatrix` (positive in column 0, K = k) goes
+through the loss's own ``loss_from_scores``, so InfoNCE and WEINCE (its statistics, β modes, λ) are exactly the
+shipped code. Adam on the table.
+
+Pairs, negatives and the initial table come from seeded generators that do not depend on the loss, so at one seed
+every loss sees the same pairs, the same negatives and the same initial table.
+
+Memory: the scores are A × N before the candidates' columns are picked and A × (1 + k) after, a few MB at
+k = 1024; no gradient cache is needed at these sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+
+from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.infonce import InfoNCELoss
+from simcse_weince.losses.layout import ScoreMatrix
+from simcse_weince.losses.weince import WeinceLoss
+from simcse_weince.simulation.universe import Universe
+from simcse_weince.simulation.winners import BlendedLaw
+
+LOSSES: tuple[str, ...] = ("infonce", "weince", "weince_unit", "weince_hill", "oracle")
+
+
+def build_loss(name: str, tau: float, kernel: BlendedLaw) -> ContrastiveLoss:
+    """The loss of an arm: ``infonce`` at τ; ``weince`` (the shipped defaults, β mode ``ols``), ``weince_unit`` or
+    ``weince_hill`` at τ; ``oracle``, the kernel's own link (λ* fixed, β clamped to β*, τ* = 1/κ): WEINCE's logit
+    at the true parameters, whatever ``tau`` is.
+
+    Raises:
+        ValueError: an unknown arm.
+    """
+    if name == "infonce":
+        return InfoNCELoss(tau)
+    if name == "weince":
+        return WeinceLoss(tau)
+    if name in ("weince_unit", "weince_hill"):
+        return WeinceLoss(tau, beta_mode=name.split("_")[1])
+    if name == "oracle":
+        return WeinceLoss(kernel.tau, fixed_lambda=kernel.lam, beta_clamp=(kernel.beta, kernel.beta))
+    raise ValueError(f"loss must be one of {LOSSES}, got {name!r}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run of a table.
+
+    Raises:
+        ValueError: a value outside its range (naming it).
+    """
+
+    negatives: int = 64  # k per anchor
+    dim: int = 8  # d′ of the table
+    steps: int = 2000
+    batch: int = 256
+    pairs: int = 100_000  # the training sample size
+    lr: float = 0.02
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("negatives", "dim", "steps", "batch", "pairs"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= (2 if name in ("dim", "batch") else 1)):
+                raise ValueError(f"{name} must be an integer >= {2 if name in ('dim', 'batch') else 1}, got {value!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TrainResult:
+    table: torch.Tensor  # (N, d′) float64 unit rows, detached
+    final_loss: float  # mean loss over the last tenth of the steps
+    lambda_mean: float  # WEINCE's mean λ over the last tenth of the steps (0 for InfoNCE)
+    beta_mean: float  # WEINCE's mean β over the last tenth (1 for InfoNCE)
+
+
+def initial_table(items: int, dim: int, seed: int) -> torch.Tensor:
+    """The seeded N(0, 1) initial table, shared by every loss at one seed."""
+    return torch.randn(items, dim, generator=torch.Generator().manual_seed(2 * seed + 1))
+
+
+def batch_scores(table: torch.Tensor, anchors: torch.Tensor, candidates: torch.Tensor) -> ScoreMatrix:
+    """The A × (1 + k) score matrix of a batch: cosines of the normalised rows, the positive in column 0."""
+    unit = torch.nn.functional.normalize(table, dim=1)
+    # All N cosines of each anchor, then its candidates' columns: A × N × d′ work instead of A × (1 + k) × d′
+    # (N < k at the largest k), with the same values.
+    scores = (unit[anchors] @ unit.T).gather(1, candidates)  # (A, 1 + k)
+    none = torch.zeros_like(scores, dtype=torch.bool)
+    return ScoreMatrix(
+        scores=scores,
+        positive_index=torch.zeros(anchors.numel(), dtype=torch.long),
+        self_mask=none,
+        user_mask=none,
+        num_negatives=candidates.shape[1] - 1,
+    )
+
+
+def train_table(
+    universe: Universe, loss: ContrastiveLoss, cfg: TrainConfig, init: torch.Tensor | None = None
+) -> TrainResult:
+    """Train a table on ``cfg.pairs`` pairs from ``universe`` with ``loss``; ``init`` overrides the seeded start."""
+    data = torch.Generator().manual_seed(2 * cfg.seed)
+    anchors_all, positives_all = universe.sample_pairs(cfg.pairs, data)
+    start = initial_table(universe.size, cfg.dim, cfg.seed) if init is None else init
+    table = torch.nn.Parameter(start.detach().float().clone())
+    optimizer = torch.optim.Adam([table], lr=cfg.lr)
+    tail = max(1, cfg.steps // 10)
+    losses, lams, betas = [], [], []
+    for step in range(cfg.steps):
+        rows = torch.randint(0, cfg.pairs, (cfg.batch,), generator=data)
+        anchors = anchors_all[rows]
+        negatives = universe.sample_negatives(anchors, cfg.negatives, data)
+        candidates = torch.cat([positives_all[rows, None], negatives], dim=1)
+        value = loss.loss_from_scores(batch_scores(table, anchors, candidates))
+        optimizer.zero_grad(set_to_none=True)
+        value.backward()
+        optimizer.step()
+        if step >= cfg.steps - tail:
+            losses.append(value.detach())
+            if isinstance(loss, WeinceLoss) and loss.last_statistics is not None:
+                lams.append(loss.last_statistics.lam.mean())
+                betas.append(loss.last_statistics.beta.mean())
+    final = torch.nn.functional.normalize(table.detach().double(), dim=1)
+    return TrainResult(
+        final,
+        float(torch.stack(losses).mean()),
+        float(torch.stack(lams).mean()) if lams else 0.0,
+        float(torch.stack(betas).mean()) if betas else 1.0,
+    )

@@ -1,0 +1,246 @@
+r"""How far a learned similarity search is from the ideal one, each metric against the universe's truth.
+
+A learned model is an embedding table Ê (N × d′) of unit rows with cosines ŝ_xy and the loss it was trained with.
+Its **search posterior** over a candidate set is the loss's own law of the positive: softmax(ŝ/τ) for InfoNCE and
+softmax of the blended logit (1 − λ_i) ŝ/τ + λ_i(−β_i log(1 − ŝ)) for WEINCE, with λ_i and β_i the loss's own
+stop-gradient statistics computed from the set's candidates (all of them: the search does not know the positive).
+
+* :func:`search_gap` — the gap to the ideal search: the mean KL(P_Bayes ‖ P_model) over fresh candidate sets of a
+  given size, with its standard error; 0 exactly when the two posteriors agree on every set.
+* :func:`universe_gap` — the same over the whole universe, exactly: (1/N) Σ_x KL(M(x, ·) ‖ Q̂(x, ·)).
+* :func:`top1_agreement` — how often the learned nearest neighbour is the Bayes top-1 (the latent nearest
+  neighbour), over the whole universe.
+* :func:`learned_link` — Ground truth I's identified link coefficients (a, b) read off the learned cosines with
+  the true positives as winners, as ``simcse-diagnose`` reads a real encoder.
+* :func:`geometry` — the Pearson correlation of learned with latent cosines over all pairs, and the orthogonal
+  Procrustes error min_R ‖Ê R − X‖²_F / N (0 for a rotation of the truth, at most 4 for unit rows).
+
+**Whiteley's Proposition 1** (:func:`proposition_one`). For a fixed embedding and temperature, the k-negative
+risk with the positive in the denominator, normalised by k,
+
+.. math::
+    R_k = \mathbb{E}\Bigl[-\log \frac{e^{\hat s^+/\tau}}{\frac1k\bigl(e^{\hat s^+/\tau} + \sum_{m=1}^k
+          e^{\hat s_m/\tau}\bigr)}\Bigr], \qquad
+    \mathrm{CE} = \mathbb{E}_x \mathbb{E}_{y \sim M(x,\cdot)}\Bigl[-\log \frac{e^{\hat s_{xy}/\tau}}
+          {\mathbb{E}_{y' \sim q} e^{\hat s_{xy'}/\tau}}\Bigr]
+
+(CE the cross-entropy between the true kernel M and the model's search over the whole universe, as a density
+ratio against the uniform q over the other items). The gap CE − R_k = E[log Z̄_x − log((e^{ŝ⁺/τ} + Σ_m e^{ŝ_m/τ})/k)]
+has two parts: Jensen's (log of a mean of k draws, ≥ 0, at most (e^{2/τ} − 1)²/(8k) by the variance bound) and
+the positive's (≤ 0, at least −log(1 + e^{2/τ}/k)); so
+
+.. math::
+    -\log(1 + e^{2/\tau}/k) \;\le\; \mathrm{CE} - R_k \;\le\; (e^{2/\tau} - 1)^2 / (8k).
+
+It is estimated by Monte Carlo on the per-sample difference, whose ŝ⁺/τ terms cancel, so its noise shrinks with k.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from scipy.linalg import orthogonal_procrustes
+
+from simcse_weince.diagnostics.link import LinkFit, ScoreBatch, select_link
+from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.layout import ScoreMatrix
+from simcse_weince.losses.weince import WeinceLoss
+from simcse_weince.simulation.universe import Universe
+
+
+def cosine_scores(table: torch.Tensor, anchors: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    """(count, m) cosines of a unit-row table between anchors (count,) and candidates (count, m)."""
+    return torch.einsum("ad,amd->am", table[anchors], table[candidates])
+
+
+def model_log_posterior(
+    loss: ContrastiveLoss, scores: torch.Tensor, excluded: torch.Tensor | None = None
+) -> torch.Tensor:
+    """(A, m) log of the loss's own law of the positive over candidates with cosines ``scores`` (A, m).
+
+    ``excluded`` (A, m) marks entries that are no candidate (the anchor itself in a whole-universe search). WEINCE's
+    λ_i, β_i come from :meth:`WeinceLoss.statistics` over all candidates: a first column marked as the (excluded)
+    positive keeps every real candidate in the tail.
+    """
+    scores = scores.float()
+    excluded = torch.zeros_like(scores, dtype=torch.bool) if excluded is None else excluded
+    if isinstance(loss, WeinceLoss):
+        a, m = scores.shape
+        padded = torch.cat([torch.zeros(a, 1), scores], dim=1)
+        mask = torch.cat([torch.ones(a, 1, dtype=torch.bool), excluded], dim=1)
+        lay = ScoreMatrix(
+            scores=padded,
+            positive_index=torch.zeros(a, dtype=torch.long),
+            self_mask=mask,
+            user_mask=torch.zeros_like(mask),
+            num_negatives=m - int(excluded[0].sum()),
+        )
+        logits = loss.logits(scores, loss.statistics(lay))
+    else:
+        logits = scores / loss.temperature
+    return logits.double().masked_fill(excluded, float("-inf")).log_softmax(dim=1)
+
+
+def kl_rows(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """(A,) KL(p_i ‖ q_i) of rows of log-probabilities; entries with p = 0 add nothing."""
+    p = log_p.exp()
+    terms = torch.where(p > 0, p * (log_p - log_q), torch.zeros_like(p))
+    return terms.sum(dim=1)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A mean over search problems with its standard error."""
+
+    mean: float
+    se: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def search_gap(
+    universe: Universe,
+    table: torch.Tensor,
+    loss: ContrastiveLoss,
+    size: int,
+    count: int,
+    generator: torch.Generator,
+    chunk: int = 256,
+) -> Gap:
+    """Mean KL(P_Bayes ‖ P_model) over ``count`` fresh candidate sets of ``size`` candidates.
+
+    The sets are scored ``chunk`` anchors at a time: WEINCE's ρ_0 is a quantile over a batch, as in training.
+    """
+    values = []
+    for start in range(0, count, chunk):
+        n = min(chunk, count - start)
+        anchors, candidates, _ = universe.candidate_sets(n, size, generator)
+        log_p = universe.bayes_log_posterior(anchors, candidates)
+        log_q = model_log_posterior(loss, cosine_scores(table, anchors, candidates))
+        values.append(kl_rows(log_p, log_q))
+    kl = torch.cat(values)
+    return Gap(float(kl.mean()), float(kl.std() / math.sqrt(kl.numel())) if kl.numel() > 1 else 0.0)
+
+
+def universe_gap(universe: Universe, table: torch.Tensor, loss: ContrastiveLoss) -> float:
+    """(1/N) Σ_x KL(M(x, ·) ‖ Q̂(x, ·)) over the whole universe, exactly (the anchor itself excluded)."""
+    eye = torch.eye(universe.size, dtype=torch.bool)
+    log_q = model_log_posterior(loss, table @ table.T, eye)
+    return float(kl_rows(universe.bayes_universe_log_posterior(), log_q).mean())
+
+
+def top1_agreement(universe: Universe, table: torch.Tensor) -> float:
+    """Share of items whose learned nearest neighbour (cosine, itself excluded) is the Bayes top-1."""
+    eye = torch.eye(universe.size, dtype=torch.bool)
+    truth = universe.cosines().masked_fill(eye, -math.inf).argmax(dim=1)
+    learned = (table.double() @ table.double().T).masked_fill(eye, -math.inf).argmax(dim=1)
+    return float((truth == learned).double().mean())
+
+
+def geometry(universe: Universe, table: torch.Tensor) -> dict[str, float]:
+    """``cosine_corr``: Pearson r of learned and latent cosines over the pairs x < y; ``procrustes``:
+    min over orthogonal R of ‖Ê R − X‖²_F / N (tables padded with zero columns to one width)."""
+    n = universe.size
+    iu = torch.triu_indices(n, n, 1)
+    learned = (table.double() @ table.double().T)[iu[0], iu[1]].numpy()
+    latent = universe.cosines()[iu[0], iu[1]].numpy()
+    corr = float(np.corrcoef(learned, latent)[0, 1])
+    width = max(table.shape[1], universe.vectors.shape[1])
+    a = np.zeros((n, width))
+    b = np.zeros((n, width))
+    a[:, : table.shape[1]] = table.double().numpy()
+    b[:, : universe.vectors.shape[1]] = universe.vectors.numpy()
+    rotation, _ = orthogonal_procrustes(a, b)
+    return {"cosine_corr": corr, "procrustes": float(((a @ rotation - b) ** 2).sum() / n)}
+
+
+def whole_universe_cross_entropy(universe: Universe, table: torch.Tensor, tau: float) -> float:
+    """CE(M, Q̂) with Q̂(y | x) = e^{ŝ_xy/τ} / E_{y′ ~ q} e^{ŝ_xy′/τ}, exactly."""
+    logits = (table.double() @ table.double().T) / tau
+    eye = torch.eye(universe.size, dtype=torch.bool)
+    log_zbar = torch.logsumexp(logits.masked_fill(eye, -math.inf), dim=1) - math.log(universe.size - 1)
+    m = universe.transition()
+    return float((m * (log_zbar[:, None] - logits)).sum(dim=1).mean())
+
+
+@dataclass(frozen=True)
+class PropositionOne:
+    """CE − R_k at one k, with Whiteley's bounds."""
+
+    k: int
+    gap: float
+    se: float
+    lower: float
+    upper: float
+
+    @property
+    def inside(self) -> bool:
+        return self.lower <= self.gap <= self.upper
+
+    def to_dict(self) -> dict[str, float | int | bool]:
+        return asdict(self) | {"inside": self.inside, "k_times_gap": self.k * self.gap}
+
+
+def proposition_bounds(k: int, tau: float) -> tuple[float, float]:
+    """(−log(1 + e^{2/τ}/k), (e^{2/τ} − 1)²/(8k)), computed in logs so that small τ stays finite."""
+    log_c = 2.0 / tau
+    lower = -(np.logaddexp(0.0, log_c - math.log(k)))
+    upper = math.exp(2 * (log_c + math.log1p(-math.exp(-log_c))) - math.log(8 * k)) if log_c < 350 else math.inf
+    return float(lower), upper
+
+
+def proposition_one(
+    universe: Universe, table: torch.Tensor, tau: float, k: int, samples: int, generator: torch.Generator,
+    chunk: int = 4096,
+) -> PropositionOne:  # fmt: skip
+    """Monte Carlo estimate of CE − R_k (``samples`` anchors, each with its positive and k uniform negatives)."""
+    table = table.double()
+    logits_all = (table @ table.T) / tau
+    eye = torch.eye(universe.size, dtype=torch.bool)
+    log_zbar = torch.logsumexp(logits_all.masked_fill(eye, -math.inf), dim=1) - math.log(universe.size - 1)
+    values = []
+    for start in range(0, samples, chunk):
+        n = min(chunk, samples - start)
+        anchors, positives = universe.sample_pairs(n, generator)
+        negatives = universe.sample_negatives(anchors, k, generator)
+        cand = torch.cat([positives[:, None], negatives], dim=1)
+        logits = logits_all[anchors[:, None], cand]  # (n, 1 + k)
+        values.append(log_zbar[anchors] - (torch.logsumexp(logits, dim=1) - math.log(k)))
+    diff = torch.cat(values)
+    lower, upper = proposition_bounds(k, tau)
+    return PropositionOne(k, float(diff.mean()), float(diff.std() / math.sqrt(diff.numel())), lower, upper)
+
+
+def loglog_slope(ks: list[int] | np.ndarray, values: list[float] | np.ndarray) -> float:
+    """Least-squares slope of log |value| on log k."""
+    x = np.log(np.asarray(ks, dtype=np.float64))
+    y = np.log(np.abs(np.asarray(values, dtype=np.float64)))
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def mean_interval(values: list[float] | np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and Student-t interval (mean, low, high) of per-seed values; the interval is (mean, mean) for one."""
+    from scipy.stats import t
+
+    v = np.asarray(values, dtype=np.float64)
+    mean = float(v.mean())
+    if v.size < 2:
+        return mean, mean, mean
+    half = float(t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return mean, mean - half, mean + half
+
+
+def learned_link(
+    universe: Universe, table: torch.Tensor, size: int, batches: int, anchors: int, generator: torch.Generator
+) -> LinkFit:
+    """Ground truth I's link selection on a learned table, as ``simcse-diagnose`` reads a real encoder: the learned
+    cosines of ``batches`` × ``anchors`` search problems of ``size`` candidates, the true positives as winners."""
+    found = []
+    for _ in range(batches):
+        a, candidates, where = universe.candidate_sets(anchors, size, generator)
+        found.append(ScoreBatch(cosine_scores(table.double(), a, candidates), where))
+    return select_link(found)

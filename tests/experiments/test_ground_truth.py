@@ -1,0 +1,93 @@
+"""The ground-truth sweeps at their --quick size: outputs, the known slope, resuming, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments import ground_truth
+
+QUICK_NEGATIVES = ["negatives", "--quick", "--kernels", "endpoint", "--ks", "4", "16", "--steps", "60"]
+
+
+def test_a_quick_proposition_sweep_recovers_the_one_over_k_rate(tmp_path: Path) -> None:
+    """At the true vectors CE − R_k is O(1/k) (both of its parts are): the fitted slope is −1 within 0.15."""
+    summary = ground_truth.run(["proposition", "--quick", "--kernels", "vmf", "--out", str(tmp_path)])
+    (group,) = summary["groups"]
+    assert group["slope"][0] == pytest.approx(-1.0, abs=0.15)
+    rows = summary["cells"][0]["rows"]
+    assert all(r["inside"] for r in rows) and [r["k"] for r in rows] == [16, 64, 256, 1024]
+    for name in ("proposition.md", "proposition.json", "proposition.png", "proposition.cells.jsonl"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert "Whiteley lower" in (tmp_path / "proposition.md").read_text()
+
+
+def test_a_killed_sweep_resumes_without_recomputing_finished_cells(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = str(tmp_path)
+    first = ground_truth.run([*QUICK_NEGATIVES, "--out", out])
+    store = tmp_path / "negatives.cells.jsonl"
+    lines = store.read_text().splitlines()
+    assert len(lines) == len(first["cells"]) == 2 * 2 * 2  # losses × ks × seeds
+    # A kill: the last two cells never finished, one of them torn mid-write.
+    store.write_text("\n".join(lines[:-2]) + "\n" + lines[-2][:25])
+    ran: list[dict] = []
+    real = ground_truth.run_cell
+    monkeypatch.setattr(ground_truth, "run_cell", lambda s, c: ran.append(c) or real(s, c))
+    second = ground_truth.run([*QUICK_NEGATIVES, "--out", out])
+    assert [ground_truth.cell_key(c) for c in ran] == [
+        ground_truth.cell_key(json.loads(line)["cell"]) for line in lines[-2:]
+    ]
+    same = {ground_truth.cell_key(r["cell"]): r["universe_gap"] for r in first["cells"]}
+    assert {ground_truth.cell_key(r["cell"]): r["universe_gap"] for r in second["cells"]} == same  # seeded cells
+    after = store.read_text().splitlines()
+    assert after[6] == lines[-2][:25] and len(after) == 9  # the torn line was ended, the 2 new cells follow it
+    assert [json.loads(x)["cell"] for x in after[7:]] == [json.loads(x)["cell"] for x in lines[-2:]]
+    ran.clear()
+    ground_truth.run([*QUICK_NEGATIVES, "--out", out])  # all done: nothing runs again
+    assert ran == []
+    table = (tmp_path / "negatives.md").read_text()
+    assert "weince − infonce" in table and "Slope of log(universe KL)" in table
+
+
+def test_a_quick_temperature_sweep_writes_its_report(tmp_path: Path) -> None:
+    summary = ground_truth.run(
+        ["temperature", "--quick", "--kernels", "vmf", "--losses", "infonce", "--steps", "40", "--out", str(tmp_path)]
+    )
+    assert {b["tau"] for b in summary["best"]} <= {0.1, 0.5}
+    assert (tmp_path / "temperature.png").stat().st_size > 0
+    assert "small − large n" in (tmp_path / "temperature.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--taus", "-1"], "--taus must be finite numbers > 0"),
+        (["--kernels", "gauss"], "--kernels must be of"),
+        (["--losses", "triplet"], "--losses must be of"),
+        (["--seeds", "1", "1"], "--seeds must be distinct"),
+        (["--ks", "0", "4"], "--ks must be integers >= 1"),
+        (["--ks", "8"], "a slope needs at least 2 values of k"),
+        (["--blend_lambda", "1.5"], "lambda must be in (0, 1)"),
+        (["--workers", "0"], "--workers must be >= 1"),
+    ],
+)
+def test_bad_options_are_one_line_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], message: str
+) -> None:
+    out = tmp_path / "never"
+    assert ground_truth.main(["negatives", "--quick", *options, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+    assert not out.exists()
+
+
+def test_changed_settings_in_the_same_folder_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = str(tmp_path)
+    ground_truth.run([*QUICK_NEGATIVES, "--out", out])
+    assert ground_truth.main([*QUICK_NEGATIVES, "--lr", "0.01", "--out", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a negatives sweep with other settings (lr)" in err and "\n" not in err
