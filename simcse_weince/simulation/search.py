@@ -32,7 +32,8 @@ the positive's (≤ 0, at least −log(1 + e^{2/τ}/k)); so
 .. math::
     -\log(1 + e^{2/\tau}/k) \;\le\; \mathrm{CE} - R_k \;\le\; (e^{2/\tau} - 1)^2 / (8k).
 
-It is estimated by Monte Carlo on the per-sample difference, whose ŝ⁺/τ terms cancel, so its noise shrinks with k.
+It is estimated by Monte Carlo on the per-sample difference, whose ŝ⁺/τ terms cancel, so its noise shrinks with k;
+its exact first-order constant C = lim k·(CE − R_k) is :func:`first_order_constant`.
 """
 
 from __future__ import annotations
@@ -165,6 +166,25 @@ def whole_universe_cross_entropy(universe: Universe, table: torch.Tensor, tau: f
     log_zbar = torch.logsumexp(logits.masked_fill(eye, -math.inf), dim=1) - math.log(universe.size - 1)
     m = universe.transition()
     return float((m * (log_zbar[:, None] - logits)).sum(dim=1).mean())
+
+
+def first_order_constant(universe: Universe, table: torch.Tensor, tau: float) -> float:
+    r"""C with CE − R_k = C/k + O(1/k²), exactly: expanding log((w⁺ + Σ_m w_m)/k) around log Z̄_x, w = e^{ŝ/τ},
+
+    .. math::
+        C = \mathbb{E}_x\Bigl[\frac{\operatorname{Var}_{y \sim q}(w_{xy})}{2\bar Z_x^2}
+            - \frac{\mathbb{E}_{y \sim M(x,\cdot)}\, w_{xy}}{\bar Z_x}\Bigr]
+
+    (Jensen's part minus the positive's). Computed with w scaled by each anchor's largest value, so small τ is safe.
+    """
+    logits = (table.double() @ table.double().T) / tau
+    eye = torch.eye(universe.size, dtype=torch.bool)
+    logits = logits.masked_fill(eye, -math.inf)
+    w = (logits - logits.max(dim=1, keepdim=True).values).exp()  # w / max_y w: the ratios below are unchanged
+    zbar = w.sum(dim=1) / (universe.size - 1)
+    var = (w * w).sum(dim=1) / (universe.size - 1) - zbar**2
+    positive = (universe.transition() * w).sum(dim=1)
+    return float((var / (2 * zbar**2) - positive / zbar).mean())
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from simcse_weince.losses.infonce import InfoNCELoss
 from simcse_weince.losses.weince import WeinceLoss
 from simcse_weince.simulation.learning import build_loss
 from simcse_weince.simulation.search import (
+    first_order_constant,
     geometry,
     kl_rows,
     learned_link,
@@ -170,3 +171,23 @@ def test_learned_link_reads_the_truths_coefficients_off_the_true_vectors() -> No
     a_star, b_star = u.kernel.coefficients
     assert fit.a_ci[0] - 1.0 < a_star < fit.a_ci[1] + 1.0 and fit.b_ci[0] - 0.3 < b_star < fit.b_ci[1] + 0.3
     assert fit.b_ci[0] > 0  # the endpoint term is seen
+
+
+def test_the_first_order_constant_is_the_limit_of_k_times_the_gap() -> None:
+    """k·(CE − R_k) → C: at k = 2000 the Monte Carlo value is C within 4 SE and the O(1/k) remainder."""
+    u = make_universe(20, 3, kernel_law("vmf", kappa=3.0), seed=1)
+    c = first_order_constant(u, u.vectors, 0.5)
+    k = 2000
+    est = proposition_one(u, u.vectors, 0.5, k, 60_000, torch.Generator().manual_seed(0))
+    assert abs(k * est.gap - c) < 4 * k * est.se + 0.02 * abs(c)
+    # The constant from its definition by a loop over anchors, with plain exponentials.
+    s = (u.vectors @ u.vectors.T).tolist()
+    m = u.transition().tolist()
+    total = 0.0
+    for x in range(20):
+        w = [math.exp(s[x][y] / 0.5) for y in range(20) if y != x]
+        zbar = sum(w) / 19
+        var = sum(v * v for v in w) / 19 - zbar**2
+        positive = sum(m[x][y] * math.exp(s[x][y] / 0.5) for y in range(20) if y != x)
+        total += var / (2 * zbar**2) - positive / zbar
+    assert c == pytest.approx(total / 20, rel=1e-10)
