@@ -374,6 +374,18 @@ def _paired(records: list[dict], metric: Callable[[dict], float], loss: str, bas
     return [a[seed] - b[seed] for seed in sorted(a.keys() & b.keys())]
 
 
+def excess_slope(ks: Sequence[int], gaps: Sequence[float]) -> float | None:
+    """Slope of log(gap(k) − floor) on log k over all but the two largest k, floor = the smaller gap at those two;
+    ``None`` where an excess is ≤ 0 or fewer than 2 points remain (the rate is then not readable)."""
+    if len(ks) < 4:
+        return None
+    floor = min(gaps[-2:])
+    excess = np.asarray(gaps[:-2]) - floor
+    if (excess <= 0).any():
+        return None
+    return loglog_slope(ks[:-2], excess)
+
+
 def report_negatives(settings: dict, records: list[dict]) -> tuple[dict, str]:
     s = settings
     size = str(max(s["eval_sizes"]))
@@ -398,13 +410,22 @@ def report_negatives(settings: dict, records: list[dict]) -> tuple[dict, str]:
                     f"{np.mean([r['cosine_corr'] for r in g]):.3f} | {np.mean([r['procrustes'] for r in g]):.3f} | "
                     f"{np.mean([r['lambda_mean'] for r in g]):.3f} |"
                 )
-            per_seed = {}
+            per_seed, excess = {}, {}
             for seed in s["seeds"]:
                 g = sorted(_select(records, kernel=kernel, loss=loss, seed=seed), key=lambda r: r["cell"]["k"])
-                per_seed[seed] = loglog_slope([r["cell"]["k"] for r in g], [r["universe_gap"] for r in g])
+                ks, gaps = [r["cell"]["k"] for r in g], [r["universe_gap"] for r in g]
+                per_seed[seed] = loglog_slope(ks, gaps)
+                excess[seed] = excess_slope(ks, gaps)
             mean, low, high = mean_interval(list(per_seed.values()))
-            slopes.append(f"| {kernel} | {loss} | {mean:+.3f} [{low:+.3f}, {high:+.3f}] |")
-            summary["slopes"].append({"kernel": kernel, "loss": loss, "slope": [mean, low, high], "per_seed": per_seed})
+            readable = [v for v in excess.values() if v is not None]
+            ex = _ci(readable, "+.2f") if readable else "n/a"
+            slopes.append(
+                f"| {kernel} | {loss} | {mean:+.3f} [{low:+.3f}, {high:+.3f}] | {ex} | {len(readable)}/{len(excess)} |"
+            )
+            summary["slopes"].append(
+                {"kernel": kernel, "loss": loss, "slope": [mean, low, high], "per_seed": per_seed,
+                 "excess_slope_per_seed": excess}
+            )  # fmt: skip
             g = _select(records, kernel=kernel, loss=loss, k=max(s["ks"]))
             links.append(
                 f"| {kernel} | {loss} | {_ci([r['link']['a'] for r in g], '.2f')} | "
@@ -419,8 +440,10 @@ def report_negatives(settings: dict, records: list[dict]) -> tuple[dict, str]:
                 paired.append(f"| {kernel} | {loss} − infonce | {k} | {_ci(d_gap, '+.4f')} | {_ci(d_top, '+.3f')} |")
                 summary["paired"].append({"kernel": kernel, "loss": loss, "k": k, "universe_gap": d_gap, "top1": d_top})
     lines += [
-        "", "Slope of log(universe KL) on log k, fitted per seed, mean [95% t interval]:", "",
-        "| kernel | loss | slope |", "|---|---|---|", *slopes,
+        "", "Slope of log(universe KL) on log k, fitted per seed, mean [95% t interval]; and the slope of the excess "
+        "over the floor, log(KL(k) − floor) on the k below the two largest, floor = the smaller KL at the two "
+        "largest k (seeds where every excess is > 0; the interval is over those):", "",
+        "| kernel | loss | slope, all k | excess slope | seeds readable |", "|---|---|---|---|---|", *slopes,
         "", "Paired by seed (same universe, pairs, negatives, initial table and evaluation problems):", "",
         "| kernel | difference | k | universe KL | top-1 agreement |", "|---|---|---|---|---|", *paired,
         "", f"Link selection on the learned cosines (true positives as winners; k = {max(s['ks'])}): a = (1 − λ)/τ, "
