@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from simcse_weince.cli.errors import run_command
-from simcse_weince.simulation.learning import LOSSES, TrainConfig, build_loss, train_table
+from simcse_weince.simulation.learning import LOSSES, TrainConfig, build_loss, observations, train_encoder, train_table
 from simcse_weince.simulation.search import (
     first_order_constant,
     geometry,
@@ -53,7 +53,7 @@ from simcse_weince.simulation.search import (
 )
 from simcse_weince.simulation.universe import KERNELS, Universe, kernel_law, make_universe
 
-SWEEPS = ("proposition", "negatives", "temperature")
+SWEEPS = ("proposition", "negatives", "temperature", "encoder")
 MAX_SEED = 2**62
 # Defaults of the full size and of --quick (a test's size); an option given on the command line wins over both.
 FULL = {
@@ -65,6 +65,9 @@ FULL = {
                   "pairs": [100_000]},
     "temperature": {"ks": [64], "taus": [0.02, 0.05, 0.1, 0.2, 0.5], "losses": ["infonce", "weince"],
                     "pairs": [10_000, 100_000]},
+    "encoder": {"ks": [64], "taus": [0.1], "losses": ["infonce", "weince", "oracle"], "pairs": [100_000],
+                "items": 1024},
+    "obs_width": 32, "hidden": 128, "noise": 0.1,
 }  # fmt: skip
 QUICK = {
     "items": 64, "dim": 4, "seeds": [0, 1], "steps": 150, "batch": 64, "lr": 0.05, "eval_sets": 256,
@@ -72,6 +75,8 @@ QUICK = {
     "proposition": {"ks": [16, 64, 256, 1024], "taus": [0.5], "losses": [], "pairs": [0]},
     "negatives": {"ks": [4, 16, 64], "taus": [0.1], "losses": ["infonce", "weince"], "pairs": [4000]},
     "temperature": {"ks": [16], "taus": [0.1, 0.5], "losses": ["infonce", "weince"], "pairs": [1000, 4000]},
+    "encoder": {"ks": [16], "taus": [0.1], "losses": ["infonce", "weince"], "pairs": [4000], "items": 128},
+    "obs_width": 8, "hidden": 16,
 }  # fmt: skip
 PER_SWEEP = ("ks", "taus", "losses", "pairs")
 
@@ -104,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--link_anchors", type=int, help="anchors per batch of the link fit")
     p.add_argument("--link_size", type=int, help="candidates per anchor of the link fit")
     p.add_argument("--samples", type=int, help="Monte Carlo samples per k (proposition)")
+    p.add_argument("--obs_width", type=int, help="width of the items' noisy observations (encoder)")
+    p.add_argument("--hidden", type=int, help="hidden width of the MLP encoder (encoder)")
+    p.add_argument("--noise", type=float, help="noise σ of the observations (encoder)")
     return p
 
 
@@ -115,6 +123,7 @@ def resolve(args: argparse.Namespace) -> dict:
         if name in SWEEPS:
             continue
         given = getattr(args, name)
+        default = size[args.sweep].get(name, default)  # a sweep's own default (the encoder's universe size)
         settings[name] = default if given is None else given
     for name in PER_SWEEP:
         given = getattr(args, name)
@@ -139,6 +148,12 @@ def check(settings: dict) -> None:
             raise ValueError(f"--losses must be of {LOSSES}, got {name!r}")
     if settings["sweep"] != "proposition" and not settings["losses"]:
         raise ValueError("--losses: a training sweep needs at least one loss")
+    if not (math.isfinite(settings["noise"]) and settings["noise"] >= 0):
+        raise ValueError(f"--noise must be a finite number >= 0, got {settings['noise']!r}")
+    if settings["sweep"] == "encoder" and settings["items"] < 6:
+        raise ValueError(
+            f"--items: the encoder sweep holds out half of the items and needs >= 6, got {settings['items']}"
+        )
     for name in ("kappa", "beta", "lr"):
         if not (math.isfinite(settings[name]) and settings[name] > 0):
             raise ValueError(f"--{name} must be a finite number > 0, got {settings[name]!r}")
@@ -149,7 +164,8 @@ def check(settings: dict) -> None:
     if not all(0 <= s < MAX_SEED for s in settings["seeds"]) or len(set(settings["seeds"])) != len(settings["seeds"]):
         raise ValueError(f"--seeds must be distinct integers in [0, 2**62), got {settings['seeds']!r}")
     _ints(settings, "items", 3)
-    for name in ("dim", "batch", "eval_sets", "eval_sizes", "link_batches", "link_anchors", "link_size", "samples"):
+    for name in ("dim", "batch", "eval_sets", "eval_sizes", "link_batches", "link_anchors", "link_size", "samples",
+                 "obs_width", "hidden"):  # fmt: skip
         _ints(settings, name, 2)
     for name in ("ks", "steps"):
         _ints(settings, name, 1)
@@ -193,6 +209,8 @@ def run_cell(settings: dict, cell: dict) -> dict:
     universe = universe_of(settings, cell["kernel"], cell["seed"])
     if settings["sweep"] == "proposition":
         out = proposition_cell(settings, cell, universe)
+    elif settings["sweep"] == "encoder":
+        out = encoder_cell(settings, cell, universe)
     else:
         out = training_cell(settings, cell, universe)
     return {"cell": cell, **out, "seconds": time.perf_counter() - t0}
@@ -242,6 +260,42 @@ def training_cell(settings: dict, cell: dict, universe: Universe) -> dict:
         "final_loss": result.final_loss,
         "link": {k: link.to_dict()[k] for k in ("a", "a_ci", "b", "b_ci", "heldout_gain", "heldout_gain_ci")}
         | {"converged": link.converged},
+    }
+
+
+def encoder_cell(settings: dict, cell: dict, universe: Universe) -> dict:
+    """An MLP encoder of noisy observations trained on half of the items, scored on both halves (the held-out half
+    is a universe of its own: its Bayes search is over the held-out items)."""
+    half = universe.size // 2
+    order = torch.randperm(universe.size, generator=torch.Generator().manual_seed(cell["seed"] + 17))
+    seen, held = order[:half], order[half:]
+    obs = observations(universe, settings["obs_width"], settings["noise"], cell["seed"])
+    loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
+    cfg = TrainConfig(
+        negatives=cell["k"], dim=settings["dim"], steps=settings["steps"], batch=settings["batch"],
+        pairs=cell["pairs"], lr=settings["lr"], seed=cell["seed"],
+    )  # fmt: skip
+    train_part, heldout_part = universe.subset(seen), universe.subset(held)
+    encoder, result = train_encoder(train_part, obs[seen], loss, cfg, settings["hidden"])
+    with torch.no_grad():
+        heldout_table = torch.nn.functional.normalize(encoder(obs[held]).double(), dim=1)
+    size = max(settings["eval_sizes"])
+    generator = torch.Generator().manual_seed(cell["seed"] * 1_000_003 + size)
+    return {
+        "train": {
+            "universe_gap": universe_gap(train_part, result.table, loss),
+            "top1": top1_agreement(train_part, result.table),
+        },
+        "heldout": {
+            "universe_gap": universe_gap(heldout_part, heldout_table, loss),
+            "top1": top1_agreement(heldout_part, heldout_table),
+            "search_gap": search_gap(
+                heldout_part, heldout_table, loss, size, settings["eval_sets"], generator
+            ).to_dict(),
+            **geometry(heldout_part, heldout_table),
+        },
+        "lambda_mean": result.lambda_mean,
+        "final_loss": result.final_loss,
     }
 
 
@@ -508,7 +562,49 @@ def report_temperature(settings: dict, records: list[dict]) -> tuple[dict, str]:
     return summary, "\n".join(lines) + "\n"
 
 
-REPORTS = {"proposition": report_proposition, "negatives": report_negatives, "temperature": report_temperature}
+def report_encoder(settings: dict, records: list[dict]) -> tuple[dict, str]:
+    s = settings
+    half = s["items"] // 2
+    lines = [
+        f"MLP encoder (observations: a random {s['dim']} → {s['obs_width']} projection of the latent vectors plus "
+        f"N(0, {s['noise']:g}²) noise; hidden width {s['hidden']}) trained on {half} of {s['items']} items, scored on "
+        f"those and on the {s['items'] - half} held-out items; k = {s['ks'][0]}, τ = {s['taus'][0]:g}, "
+        f"{s['pairs'][0]:,} pairs, {s['steps']} steps of {s['batch']}; seeds {s['seeds']}; {_machine()}. "
+        "Means over seeds [95% t interval].",
+        "",
+        "| kernel | loss | universe KL, trained items | universe KL, held-out items | top-1, trained | "
+        "top-1, held-out | cosine r, held-out | λ (training) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    paired, summary = [], {"cells": records, "paired": []}
+    for kernel in s["kernels"]:
+        for loss in s["losses"]:
+            g = _select(records, kernel=kernel, loss=loss)
+            lines.append(
+                f"| {kernel} | {loss} | {_ci([r['train']['universe_gap'] for r in g])} | "
+                f"{_ci([r['heldout']['universe_gap'] for r in g])} | {_ci([r['train']['top1'] for r in g], '.3f')} | "
+                f"{_ci([r['heldout']['top1'] for r in g], '.3f')} | "
+                f"{np.mean([r['heldout']['cosine_corr'] for r in g]):.3f} | "
+                f"{np.mean([r['lambda_mean'] for r in g]):.3f} |"
+            )
+        for loss in s["losses"]:
+            if loss == "infonce" or "infonce" not in s["losses"]:
+                continue
+            d_gap = _paired(records, lambda r: r["heldout"]["universe_gap"], loss, "infonce", kernel=kernel)
+            d_top = _paired(records, lambda r: r["heldout"]["top1"], loss, "infonce", kernel=kernel)
+            paired.append(f"| {kernel} | {loss} − infonce | {_ci(d_gap, '+.4f')} | {_ci(d_top, '+.3f')} |")
+            summary["paired"].append({"kernel": kernel, "loss": loss, "heldout_gap": d_gap, "heldout_top1": d_top})
+    lines += ["", "Held-out items, paired by seed:", "", "| kernel | difference | universe KL | top-1 |",
+              "|---|---|---|---|", *paired]  # fmt: skip
+    return summary, "\n".join(lines) + "\n"
+
+
+REPORTS = {
+    "proposition": report_proposition,
+    "negatives": report_negatives,
+    "temperature": report_temperature,
+    "encoder": report_encoder,
+}
 
 
 def plot(settings: dict, summary: dict, path: Path) -> Path:
@@ -533,6 +629,15 @@ def plot(settings: dict, summary: dict, path: Path) -> Path:
                 ]
                 ax.loglog(s["ks"], m, "o-", label=loss)
             ax.set_xlabel("negatives k")
+            ax.set_ylabel("universe KL to the Bayes search")
+        elif s["sweep"] == "encoder":
+            for i, part in enumerate(("train", "heldout")):
+                m = [
+                    np.mean([r[part]["universe_gap"] for r in _select(records, kernel=kernel, loss=x)])
+                    for x in s["losses"]
+                ]
+                ax.bar(np.arange(len(m)) + 0.4 * i, m, width=0.4, label="trained items" if i == 0 else "held-out items")
+            ax.set_xticks(np.arange(len(s["losses"])) + 0.2, s["losses"])
             ax.set_ylabel("universe KL to the Bayes search")
         else:
             for loss in s["losses"]:

@@ -1,14 +1,16 @@
-r"""Learning a known similarity: a free embedding table trained with the project's own losses on pairs from a kernel.
+r"""Learning a known similarity: an embedding table or an encoder, trained with the project's own losses.
 
-The model is a table E (N × d′) whose normalised rows ê_x give cosines ŝ_xy = ê_x·ê_y. A training set is a fixed
-sample of ``pairs`` positive pairs (x, y⁺) drawn from the universe's M; each step takes ``batch`` of them and draws
-k fresh negatives per anchor, uniform over the other items. Each anchor's candidates are its positive and its own k
-negatives: the A × (1 + k) :class:`~simcse_weince.losses.layout.ScoreMatrix` (positive in column 0, K = k) goes
-through the loss's own ``loss_from_scores``, so InfoNCE and WEINCE (its statistics, β modes, λ) are exactly the
-shipped code. Adam on the table.
+The model is a table E (N × d′) (:func:`train_table`), or a small MLP encoder of noisy observations of the latent
+vectors (:func:`train_encoder`), which also embeds items it never saw in training. In both, normalised rows ê_x
+give cosines ŝ_xy = ê_x·ê_y. A training set is a fixed sample of ``pairs`` positive pairs (x, y⁺) drawn from the
+universe's M; each step takes ``batch`` of them and draws k fresh negatives per anchor, uniform over the other
+items. Each anchor's candidates are its positive and its own k negatives: the A × (1 + k)
+:class:`~simcse_weince.losses.layout.ScoreMatrix` (positive in column 0, K = k) goes through the loss's own
+``loss_from_scores``, so InfoNCE and WEINCE (its statistics, β modes, λ) are exactly the shipped code. Adam on the
+table or the encoder's weights.
 
 Pairs, negatives and the initial table come from seeded generators that do not depend on the loss, so at one seed
-every loss sees the same pairs, the same negatives and the same initial table.
+every loss sees the same pairs, the same negatives and the same initial table (or encoder).
 
 Memory: the scores are A × N before the candidates' columns are picked and A × (1 + k) after, a few MB at
 k = 1024; no gradient cache is needed at these sizes.
@@ -17,6 +19,7 @@ k = 1024; no gradient cache is needed at these sizes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -107,15 +110,18 @@ def batch_scores(table: torch.Tensor, anchors: torch.Tensor, candidates: torch.T
     )
 
 
-def train_table(
-    universe: Universe, loss: ContrastiveLoss, cfg: TrainConfig, init: torch.Tensor | None = None
+def _fit(
+    universe: Universe,
+    loss: ContrastiveLoss,
+    cfg: TrainConfig,
+    embed: Callable[[], torch.Tensor],
+    parameters: list[torch.Tensor],
 ) -> TrainResult:
-    """Train a table on ``cfg.pairs`` pairs from ``universe`` with ``loss``; ``init`` overrides the seeded start."""
+    """The one training loop: ``embed()`` gives the (N, d′) rows of the universe's items (a table, or an encoder of
+    their observations), Adam moves ``parameters``."""
     data = torch.Generator().manual_seed(2 * cfg.seed)
     anchors_all, positives_all = universe.sample_pairs(cfg.pairs, data)
-    start = initial_table(universe.size, cfg.dim, cfg.seed) if init is None else init
-    table = torch.nn.Parameter(start.detach().float().clone())
-    optimizer = torch.optim.Adam([table], lr=cfg.lr)
+    optimizer = torch.optim.Adam(parameters, lr=cfg.lr)
     tail = max(1, cfg.steps // 10)
     losses, lams, betas = [], [], []
     for step in range(cfg.steps):
@@ -123,7 +129,7 @@ def train_table(
         anchors = anchors_all[rows]
         negatives = universe.sample_negatives(anchors, cfg.negatives, data)
         candidates = torch.cat([positives_all[rows, None], negatives], dim=1)
-        value = loss.loss_from_scores(batch_scores(table, anchors, candidates))
+        value = loss.loss_from_scores(batch_scores(embed(), anchors, candidates))
         optimizer.zero_grad(set_to_none=True)
         value.backward()
         optimizer.step()
@@ -132,10 +138,58 @@ def train_table(
             if isinstance(loss, WeinceLoss) and loss.last_statistics is not None:
                 lams.append(loss.last_statistics.lam.mean())
                 betas.append(loss.last_statistics.beta.mean())
-    final = torch.nn.functional.normalize(table.detach().double(), dim=1)
+    with torch.no_grad():
+        final = torch.nn.functional.normalize(embed().double(), dim=1)
     return TrainResult(
         final,
         float(torch.stack(losses).mean()),
         float(torch.stack(lams).mean()) if lams else 0.0,
         float(torch.stack(betas).mean()) if betas else 1.0,
     )
+
+
+def train_table(
+    universe: Universe, loss: ContrastiveLoss, cfg: TrainConfig, init: torch.Tensor | None = None
+) -> TrainResult:
+    """Train a table on ``cfg.pairs`` pairs from ``universe`` with ``loss``; ``init`` overrides the seeded start."""
+    start = initial_table(universe.size, cfg.dim, cfg.seed) if init is None else init
+    table = torch.nn.Parameter(start.detach().float().clone())
+    return _fit(universe, loss, cfg, lambda: table, [table])
+
+
+def observations(universe: Universe, width: int, noise: float, seed: int) -> torch.Tensor:
+    """(N, width) noisy observations o_x = P x + σ ε of the latent vectors: a fixed seeded random projection P
+    (width × d, N(0, 1/d) entries) and iid N(0, σ²) noise, one draw per item (float32)."""
+    generator = torch.Generator().manual_seed(3 * seed + 2)
+    d = universe.vectors.shape[1]
+    projection = torch.randn(d, width, dtype=torch.float64, generator=generator) / math.sqrt(d)
+    noise_draw = torch.randn(universe.size, width, dtype=torch.float64, generator=generator)
+    return (universe.vectors @ projection + noise * noise_draw).float()
+
+
+class Encoder(torch.nn.Module):
+    """A small MLP from observations to embeddings: Linear → GELU → Linear (rows normalised by the scores), its
+    initial weights drawn from a seeded generator (PyTorch's default uniform ranges, not the global RNG)."""
+
+    def __init__(self, width: int, hidden: int, dim: int, seed: int) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(2 * seed + 1)
+        self.first = torch.nn.Linear(width, hidden)
+        self.second = torch.nn.Linear(hidden, dim)
+        with torch.no_grad():
+            for layer in (self.first, self.second):
+                bound = 1.0 / math.sqrt(layer.in_features)
+                layer.weight.copy_((torch.rand(layer.weight.shape, generator=generator) * 2 - 1) * bound)
+                layer.bias.copy_((torch.rand(layer.bias.shape, generator=generator) * 2 - 1) * bound)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.nn.functional.gelu(self.first(obs)))
+
+
+def train_encoder(
+    universe: Universe, obs: torch.Tensor, loss: ContrastiveLoss, cfg: TrainConfig, hidden: int = 64
+) -> tuple[Encoder, TrainResult]:
+    """Train an :class:`Encoder` of the items' observations ``obs`` (N, width) on pairs from ``universe``; the
+    seeded initial weights are shared by every loss at one seed. The result's table is the encoded universe."""
+    encoder = Encoder(obs.shape[1], hidden, cfg.dim, cfg.seed)
+    return encoder, _fit(universe, loss, cfg, lambda: encoder(obs), list(encoder.parameters()))

@@ -91,6 +91,11 @@ class Universe:
     def size(self) -> int:
         return self.vectors.shape[0]
 
+    def subset(self, items: torch.Tensor) -> Universe:
+        """The universe of ``items`` alone (held-out items): their vectors and the same kernel, so its M is the
+        kernel restricted to them and renormalised."""
+        return Universe(self.vectors[items], self.kernel, self.name)
+
     def cosines(self) -> torch.Tensor:
         """(N, N) latent cosines s_xy (float64)."""
         return (self.vectors @ self.vectors.T).clamp(-1.0, 1.0)

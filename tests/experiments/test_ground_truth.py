@@ -79,6 +79,7 @@ def test_a_quick_temperature_sweep_writes_its_report(tmp_path: Path) -> None:
         (["--ks", "8"], "a slope needs at least 2 values of k"),
         (["--blend_lambda", "1.5"], "lambda must be in (0, 1)"),
         (["--workers", "0"], "--workers must be >= 1"),
+        (["--noise", "-0.1"], "--noise must be a finite number >= 0"),
     ],
 )
 def test_bad_options_are_one_line_before_any_work(
@@ -107,3 +108,11 @@ def test_excess_slope_reads_the_rate_above_a_floor() -> None:
     assert ground_truth.excess_slope(ks, [0.07 + 0.5 / k**0.5 for k in ks]) == pytest.approx(-0.5, abs=0.1)
     assert ground_truth.excess_slope(ks, [0.1, 0.05, 0.2, 0.08, 0.07]) is None  # an excess below the floor
     assert ground_truth.excess_slope(ks[:3], gaps[:3]) is None
+
+
+def test_a_quick_encoder_sweep_scores_held_out_items(tmp_path: Path) -> None:
+    summary = ground_truth.run(["encoder", "--quick", "--kernels", "vmf", "--steps", "60", "--out", str(tmp_path)])
+    cell = summary["cells"][0]
+    assert set(cell) >= {"train", "heldout", "lambda_mean"} and 0 <= cell["heldout"]["top1"] <= 1
+    assert cell["heldout"]["universe_gap"] > 0 and summary["settings"]["items"] == 128  # the sweep's own size
+    assert "held-out items" in (tmp_path / "encoder.md").read_text()

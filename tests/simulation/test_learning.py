@@ -105,3 +105,38 @@ def test_arms_and_settings_are_checked() -> None:
     for bad in ({"negatives": 0}, {"batch": 1}, {"lr": float("nan")}, {"pairs": 2.5}):
         with pytest.raises(ValueError):
             TrainConfig(**bad)
+
+
+def test_an_encoder_embeds_items_it_never_saw() -> None:
+    """Trained on half of the items, the encoder's held-out search beats an untrained encoder's and the seeded
+    initial weights are the same for every loss."""
+    from simcse_weince.simulation.learning import Encoder, observations, train_encoder
+    from simcse_weince.simulation.search import top1_agreement
+
+    u = make_universe(96, 4, kernel_law("vmf", kappa=10.0), seed=0)
+    obs = observations(u, 16, 0.05, seed=0)
+    assert torch.equal(obs, observations(u, 16, 0.05, seed=0)) and obs.shape == (96, 16)
+    seen, held = torch.arange(48), torch.arange(48, 96)
+    loss = InfoNCELoss(0.1)
+    cfg = TrainConfig(negatives=16, dim=4, steps=300, batch=64, pairs=5000, lr=0.01, seed=0)
+    encoder, result = train_encoder(u.subset(seen), obs[seen], loss, cfg, hidden=32)
+    untrained = Encoder(16, 32, 4, seed=0)
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(untrained.state_dict().values(), Encoder(16, 32, 4, 0).state_dict().values(), strict=True)
+    )
+    held_u = u.subset(held)
+    with torch.no_grad():
+        after = torch.nn.functional.normalize(encoder(obs[held]).double(), dim=1)
+        before = torch.nn.functional.normalize(untrained(obs[held]).double(), dim=1)
+    assert universe_gap(held_u, after, loss) < 0.5 * universe_gap(held_u, before, loss)
+    assert top1_agreement(held_u, after) > top1_agreement(held_u, before) + 0.1
+    assert result.table.shape == (48, 4)
+
+
+def test_a_subset_is_the_kernel_restricted_to_its_items() -> None:
+    u = make_universe(12, 3, kernel_law("endpoint", beta=2.0), seed=1)
+    items = torch.tensor([0, 3, 5, 9])
+    sub = u.subset(items)
+    m = u.transition()[items][:, items]
+    assert torch.allclose(sub.transition(), m / m.sum(dim=1, keepdim=True), atol=1e-12)
