@@ -3,8 +3,9 @@
     .venv/bin/python -m experiments.ground_truth proposition --out experiments/results/ground_truth
     .venv/bin/python -m experiments.ground_truth negatives   --out experiments/results/ground_truth
     .venv/bin/python -m experiments.ground_truth temperature --out experiments/results/ground_truth
+    .venv/bin/python -m experiments.ground_truth encoder     --out experiments/results/ground_truth
 
-Three sweeps over universes with a known kernel (:mod:`simcse_weince.simulation.universe`):
+Four sweeps over universes with a known kernel (:mod:`simcse_weince.simulation.universe`):
 
 * ``proposition``: Whiteley's Proposition 1 literally. For the fixed embedding φ = the true vectors, the measured
   CE − R_k against k per kernel and τ, its log-log slope, and Whiteley's bounds.
@@ -13,6 +14,8 @@ Three sweeps over universes with a known kernel (:mod:`simcse_weince.simulation.
   differences; the λ the loss chose; and the link coefficients (a, b) read off the learned cosines.
 * ``temperature``: the same at a fixed k across τ and two training-set sizes. It gives the best τ per kernel, and
   shows whether a high τ makes the gap vary less across seeds and sample sizes.
+* ``encoder``: an MLP encoder of noisy observations, trained on half of the items and scored on both halves, so
+  the held-out half measures how the learned search generalises to unseen items.
 
 Each sweep writes ``<sweep>.md``, ``<sweep>.json`` and ``<sweep>.png`` into ``--out``. Its finished cells go to
 ``<sweep>.cells.jsonl`` one line each as they finish, so a killed sweep resumes where it stopped with the same
