@@ -82,9 +82,20 @@ QUICK = {
     "obs_width": 8, "hidden": 16,
 }  # fmt: skip
 PER_SWEEP = ("ks", "taus", "losses", "pairs")
+_TRAINING = {"steps", "batch", "lr", "eval_sets", "eval_sizes", "losses", "pairs"}
+_LINK = {"link_batches", "link_anchors", "link_size"}
+_ENCODER = {"obs_width", "hidden", "noise"}
+# Settings a sweep does not read: changing them does not stop a resume.
+IGNORED = {
+    "proposition": _TRAINING | _LINK | _ENCODER,
+    "negatives": {"samples"} | _ENCODER,
+    "temperature": {"samples"} | _ENCODER,
+    "encoder": {"samples"} | _LINK,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The options; every size defaults to None here and is resolved by :func:`resolve`."""
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
@@ -131,11 +142,14 @@ def resolve(args: argparse.Namespace) -> dict:
     for name in PER_SWEEP:
         given = getattr(args, name)
         settings[name] = size[args.sweep][name] if given is None else given
+    for name in ("ks", "taus", "pairs", "eval_sizes"):  # ascending: slopes and "the largest k" read the order
+        settings[name] = sorted(settings[name])
     check(settings)
     return settings
 
 
 def _ints(settings: dict, name: str, low: int) -> None:
+    """ValueError unless the option (one integer or a list) is non-empty with every value >= ``low``."""
     values = settings[name] if isinstance(settings[name], list) else [settings[name]]
     if not values or any(v < low for v in values):
         raise ValueError(f"--{name} must be integers >= {low}, got {settings[name]!r}")
@@ -170,8 +184,20 @@ def check(settings: dict) -> None:
     for name in ("dim", "batch", "eval_sets", "eval_sizes", "link_batches", "link_anchors", "link_size", "samples",
                  "obs_width", "hidden"):  # fmt: skip
         _ints(settings, name, 2)
-    for name in ("ks", "steps"):
-        _ints(settings, name, 1)
+    # WEINCE's tail fits need K >= 3 candidates (fewer fall back to β = 1, which would bend even the oracle's link).
+    _ints(settings, "ks", 1 if settings["sweep"] == "proposition" else 3)
+    _ints(settings, "steps", 1)
+    if min(settings["eval_sizes"]) < 3:
+        raise ValueError(
+            f"--eval_sizes must be integers >= 3 (the tail fits need 3 candidates), got {settings['eval_sizes']!r}"
+        )
+    for name in ("kernels", "losses", "ks", "taus", "pairs", "eval_sizes"):
+        if len(set(settings[name])) != len(settings[name]):
+            raise ValueError(f"--{name} must not repeat a value, got {settings[name]!r}")
+    single = {"negatives": ("taus", "pairs"), "temperature": ("ks",), "encoder": ("ks", "taus", "pairs")}
+    for name in single.get(settings["sweep"], ()):
+        if len(settings[name]) != 1:
+            raise ValueError(f"--{name}: the {settings['sweep']} sweep takes one value, got {settings[name]!r}")
     if settings["sweep"] != "proposition":
         _ints(settings, "pairs", 1)
     if settings["sweep"] == "proposition" and len(settings["ks"]) < 2:
@@ -197,10 +223,12 @@ def cells(settings: dict) -> list[dict]:
 
 
 def cell_key(cell: dict) -> str:
+    """A cell's identity in the store: its settings as sorted JSON."""
     return json.dumps(cell, sort_keys=True)
 
 
 def universe_of(settings: dict, kernel: str, seed: int) -> Universe:
+    """The seed's universe of the kernel (one per seed, shared by every loss and setting of that seed)."""
     law = kernel_law(kernel, settings["kappa"], settings["beta"], settings["blend_lambda"])
     return make_universe(settings["items"], settings["dim"], law, seed=10_007 + seed, name=kernel)
 
@@ -220,6 +248,7 @@ def run_cell(settings: dict, cell: dict) -> dict:
 
 
 def proposition_cell(settings: dict, cell: dict, universe: Universe) -> dict:
+    """CE − R_k at every k for the true vectors, with the exact constant and the log-log slopes."""
     table, tau = universe.vectors, cell["tau"]
     rows = []
     for k in settings["ks"]:
@@ -238,6 +267,7 @@ def proposition_cell(settings: dict, cell: dict, universe: Universe) -> dict:
 
 
 def training_cell(settings: dict, cell: dict, universe: Universe) -> dict:
+    """A table trained with the cell's loss, k, τ and training-set size, and its metrics against the truth."""
     loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
     cfg = TrainConfig(
         negatives=cell["k"], dim=settings["dim"], steps=settings["steps"], batch=settings["batch"],
@@ -312,12 +342,15 @@ class CellStore:
         self.done: dict[str, dict] = {}
         if self.settings_path.exists():
             before = json.loads(self.settings_path.read_text())
-            changed = sorted(k for k in before.keys() | settings.keys() if before.get(k) != settings.get(k))
+            keys = (before.keys() | settings.keys()) - IGNORED[settings["sweep"]]
+            changed = sorted(k for k in keys if before.get(k) != settings.get(k))
             if changed:
                 raise ValueError(
                     f"{out} holds a {settings['sweep']} sweep with other settings ({', '.join(changed)}): "
                     "give the same options to resume it, or a new --out"
                 )
+        elif self.path.exists():
+            raise ValueError(f"{self.path} has no settings file beside it ({self.settings_path.name}): use a new --out")
         if self.path.exists():
             for line in self.path.read_text().splitlines():
                 try:
@@ -380,6 +413,7 @@ def _machine() -> str:
 
 
 def report_proposition(settings: dict, records: list[dict]) -> tuple[dict, str]:
+    """The summary (JSON) and the Markdown tables of a proposition sweep."""
     s = settings
     summary, lines = {"cells": records, "groups": []}, []
     lines += [
@@ -444,6 +478,7 @@ def excess_slope(ks: Sequence[int], gaps: Sequence[float]) -> float | None:
 
 
 def report_negatives(settings: dict, records: list[dict]) -> tuple[dict, str]:
+    """The summary (JSON) and the Markdown tables of a negatives sweep."""
     s = settings
     size = str(max(s["eval_sizes"]))
     tau, n = s["taus"][0], s["pairs"][0]
@@ -514,6 +549,7 @@ def report_negatives(settings: dict, records: list[dict]) -> tuple[dict, str]:
 
 
 def report_temperature(settings: dict, records: list[dict]) -> tuple[dict, str]:
+    """The summary (JSON) and the Markdown tables of a temperature sweep."""
     s = settings
     k = s["ks"][0]
     lines = [
@@ -566,6 +602,7 @@ def report_temperature(settings: dict, records: list[dict]) -> tuple[dict, str]:
 
 
 def report_encoder(settings: dict, records: list[dict]) -> tuple[dict, str]:
+    """The summary (JSON) and the Markdown tables of an encoder sweep."""
     s = settings
     half = s["items"] // 2
     lines = [
@@ -611,6 +648,7 @@ REPORTS = {
 
 
 def plot(settings: dict, summary: dict, path: Path) -> Path:
+    """One panel per kernel: the gap against k, τ or the arm, per loss."""
     from simcse_weince.diagnostics.plots import headless_pyplot
 
     plt = headless_pyplot()
@@ -661,6 +699,7 @@ def plot(settings: dict, summary: dict, path: Path) -> Path:
 
 
 def run(argv: Sequence[str]) -> dict:
+    """Parse, check (before any work), run the missing cells, write the report; the summary."""
     args = build_parser().parse_args(argv)
     settings = resolve(args)  # before any work
     if args.workers < 1:

@@ -13,7 +13,7 @@ stop-gradient statistics computed from the set's candidates (all of them: the se
 * :func:`learned_link` — Ground truth I's identified link coefficients (a, b) read off the learned cosines with
   the true positives as winners, as ``simcse-diagnose`` reads a real encoder.
 * :func:`geometry` — the Pearson correlation of learned with latent cosines over all pairs, and the orthogonal
-  Procrustes error min_R ‖Ê R − X‖²_F / N (0 for a rotation of the truth, at most 4 for unit rows).
+  Procrustes error min_R ‖Ê R − X‖²_F / N (0 for a rotation of the truth, at most 2 for unit rows).
 
 **Whiteley's Proposition 1** (:func:`proposition_one`). For a fixed embedding and temperature, the k-negative
 risk with the positive in the denominator, normalised by k,

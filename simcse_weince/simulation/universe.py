@@ -66,7 +66,7 @@ def unit_vectors(count: int, dim: int, generator: torch.Generator) -> torch.Tens
     return z / z.norm(dim=1, keepdim=True)
 
 
-@dataclass
+@dataclass(eq=False)
 class Universe:
     """N items with latent unit vectors and the kernel that makes their positive pairs.
 

@@ -12,6 +12,7 @@ from experiments import ground_truth
 QUICK_NEGATIVES = ["negatives", "--quick", "--kernels", "endpoint", "--ks", "4", "16", "--steps", "60"]
 
 
+@pytest.mark.slow
 def test_a_quick_proposition_sweep_recovers_the_one_over_k_rate(tmp_path: Path) -> None:
     """At the true vectors CE − R_k is O(1/k) (both of its parts are): the fitted slope is −1 within 0.15."""
     summary = ground_truth.run(["proposition", "--quick", "--kernels", "vmf", "--out", str(tmp_path)])
@@ -30,6 +31,7 @@ def test_a_quick_proposition_sweep_recovers_the_one_over_k_rate(tmp_path: Path) 
     assert "Whiteley lower" in (tmp_path / "proposition.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_resumes_without_recomputing_finished_cells(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -59,6 +61,7 @@ def test_a_killed_sweep_resumes_without_recomputing_finished_cells(
     assert "weince − infonce" in table and "Slope of log(universe KL)" in table
 
 
+@pytest.mark.slow
 def test_a_quick_temperature_sweep_writes_its_report(tmp_path: Path) -> None:
     summary = ground_truth.run(
         ["temperature", "--quick", "--kernels", "vmf", "--losses", "infonce", "--steps", "40", "--out", str(tmp_path)]
@@ -75,7 +78,10 @@ def test_a_quick_temperature_sweep_writes_its_report(tmp_path: Path) -> None:
         (["--kernels", "gauss"], "--kernels must be of"),
         (["--losses", "triplet"], "--losses must be of"),
         (["--seeds", "1", "1"], "--seeds must be distinct"),
-        (["--ks", "0", "4"], "--ks must be integers >= 1"),
+        (["--ks", "2", "4"], "--ks must be integers >= 3"),
+        (["--ks", "4", "4"], "--ks must not repeat a value"),
+        (["--taus", "0.1", "0.2"], "the negatives sweep takes one value"),
+        (["--eval_sizes", "2"], "--eval_sizes must be integers >= 3"),
         (["--ks", "8"], "a slope needs at least 2 values of k"),
         (["--blend_lambda", "1.5"], "lambda must be in (0, 1)"),
         (["--workers", "0"], "--workers must be >= 1"),
@@ -98,6 +104,12 @@ def test_changed_settings_in_the_same_folder_are_refused(tmp_path: Path, capsys:
     assert ground_truth.main([*QUICK_NEGATIVES, "--lr", "0.01", "--out", out]) == 2
     err = capsys.readouterr().err.strip()
     assert "holds a negatives sweep with other settings (lr)" in err and "\n" not in err
+    # An option the sweep does not read (the proposition's Monte Carlo samples) does not stop the resume.
+    assert ground_truth.main([*QUICK_NEGATIVES, "--samples", "999", "--out", out]) == 0
+    assert "resuming: 8 of 8 cells" in capsys.readouterr().out
+    (tmp_path / "negatives.settings.json").unlink()  # cells without the settings they were made with
+    assert ground_truth.main([*QUICK_NEGATIVES, "--out", out]) == 2
+    assert "has no settings file beside it" in capsys.readouterr().err
 
 
 def test_excess_slope_reads_the_rate_above_a_floor() -> None:
@@ -110,6 +122,7 @@ def test_excess_slope_reads_the_rate_above_a_floor() -> None:
     assert ground_truth.excess_slope(ks[:3], gaps[:3]) is None
 
 
+@pytest.mark.slow
 def test_a_quick_encoder_sweep_scores_held_out_items(tmp_path: Path) -> None:
     summary = ground_truth.run(["encoder", "--quick", "--kernels", "vmf", "--steps", "60", "--out", str(tmp_path)])
     cell = summary["cells"][0]
