@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.infonce import InfoNCELoss
 from simcse_weince.losses.layout import ScoreMatrix
 from simcse_weince.losses.weince import WeinceLoss
@@ -48,36 +49,31 @@ def test_training_from_a_random_table_learns_the_kernel() -> None:
     assert result.lambda_mean == 0.0 and result.beta_mean == 1.0
 
 
-class _Recording(InfoNCELoss):
-    def __init__(self) -> None:
-        super().__init__(0.1)
-        self.seen: list[torch.Tensor] = []
+def _recording(base: type) -> ContrastiveLoss:
+    """``base`` (a loss class) that also keeps every batch's scores it was given."""
 
-    def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
-        self.seen.append(lay.scores.detach().clone())
-        return super().loss_from_scores(lay)
+    class Recording(base):
+        def __init__(self) -> None:
+            super().__init__(0.1)
+            self.seen: list[torch.Tensor] = []
 
+        def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
+            self.seen.append(lay.scores.detach().clone())
+            return super().loss_from_scores(lay)
 
-class _RecordingWeince(WeinceLoss):
-    def __init__(self) -> None:
-        super().__init__(0.1)
-        self.seen: list[torch.Tensor] = []
-
-    def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
-        self.seen.append(lay.scores.detach().clone())
-        return super().loss_from_scores(lay)
+    return Recording()
 
 
 def test_losses_at_one_seed_share_pairs_negatives_and_the_initial_table() -> None:
     u = make_universe(32, 3, kernel_law("endpoint", beta=3.0), seed=0)
     cfg = TrainConfig(negatives=20, dim=3, steps=3, batch=16, pairs=500, lr=0.01, seed=5)
-    a, b = _Recording(), _RecordingWeince()
+    a, b = _recording(InfoNCELoss), _recording(WeinceLoss)
     result = train_table(u, b, cfg)
     train_table(u, a, cfg)
     assert torch.equal(a.seen[0], b.seen[0])  # same first batch on the same initial table
     assert not torch.equal(a.seen[1], b.seen[1])  # then the losses' updates differ
     assert result.lambda_mean > 0  # WEINCE's λ is reported
-    other = _Recording()
+    other = _recording(InfoNCELoss)
     train_table(u, other, TrainConfig(negatives=20, dim=3, steps=3, batch=16, pairs=500, lr=0.01, seed=6))
     assert not torch.equal(other.seen[0], a.seen[0])  # another seed, another draw
 
