@@ -174,7 +174,7 @@ def check(settings: dict) -> None:
     for name in ("kappa", "beta", "lr"):
         if not (math.isfinite(settings[name]) and settings[name] > 0):
             raise ValueError(f"--{name} must be a finite number > 0, got {settings[name]!r}")
-    for kernel in settings["kernels"]:
+    for kernel in KERNELS:  # every kernel's parameters, also those of kernels not run: a bad value is never kept
         kernel_law(kernel, settings["kappa"], settings["beta"], settings["blend_lambda"])
     if not all(math.isfinite(t) and t > 0 for t in settings["taus"]) or not settings["taus"]:
         raise ValueError(f"--taus must be finite numbers > 0, got {settings['taus']!r}")
@@ -459,6 +459,11 @@ def report_proposition(settings: dict, records: list[dict]) -> tuple[dict, str]:
     return summary, "\n".join(lines) + "\n"
 
 
+def _against_infonce(settings: dict) -> list[str]:
+    """The arms compared with InfoNCE, paired by seed (none when InfoNCE is not in the sweep)."""
+    return [x for x in settings["losses"] if x != "infonce"] if "infonce" in settings["losses"] else []
+
+
 def _paired(records: list[dict], metric: Callable[[dict], float], loss: str, base: str, **match: object) -> list[float]:
     a = {r["cell"]["seed"]: metric(r) for r in _select(records, loss=loss, **match)}
     b = {r["cell"]["seed"]: metric(r) for r in _select(records, loss=base, **match)}
@@ -523,9 +528,7 @@ def report_negatives(settings: dict, records: list[dict]) -> tuple[dict, str]:
                 f"| {kernel} | {loss} | {_ci([r['link']['a'] for r in g], '.2f')} | "
                 f"{_ci([r['link']['b'] for r in g], '.2f')} | {_ci([r['link']['heldout_gain'] for r in g], '.4f')} |"
             )
-        for loss in s["losses"]:
-            if loss == "infonce" or "infonce" not in s["losses"]:
-                continue
+        for loss in _against_infonce(s):
             for k in s["ks"]:
                 d_gap = _paired(records, lambda r: r["universe_gap"], loss, "infonce", kernel=kernel, k=k)
                 d_top = _paired(records, lambda r: r["top1"], loss, "infonce", kernel=kernel, k=k)
@@ -585,9 +588,7 @@ def report_temperature(settings: dict, records: list[dict]) -> tuple[dict, str]:
             tau_best = min(means, key=means.get)
             best.append(f"| {kernel} | {loss} | {tau_best:g} | {means[tau_best]:.4f} |")
             summary["best"].append({"kernel": kernel, "loss": loss, "tau": tau_best, "universe_gap": means[tau_best]})
-        for loss in s["losses"]:
-            if loss == "infonce" or "infonce" not in s["losses"]:
-                continue
+        for loss in _against_infonce(s):
             for tau in s["taus"]:
                 for n in s["pairs"]:
                     d = _paired(records, lambda r: r["universe_gap"], loss, "infonce", kernel=kernel, tau=tau, pairs=n)
@@ -627,9 +628,7 @@ def report_encoder(settings: dict, records: list[dict]) -> tuple[dict, str]:
                 f"{np.mean([r['heldout']['cosine_corr'] for r in g]):.3f} | "
                 f"{np.mean([r['lambda_mean'] for r in g]):.3f} |"
             )
-        for loss in s["losses"]:
-            if loss == "infonce" or "infonce" not in s["losses"]:
-                continue
+        for loss in _against_infonce(s):
             d_gap = _paired(records, lambda r: r["heldout"]["universe_gap"], loss, "infonce", kernel=kernel)
             d_top = _paired(records, lambda r: r["heldout"]["top1"], loss, "infonce", kernel=kernel)
             paired.append(f"| {kernel} | {loss} − infonce | {_ci(d_gap, '+.4f')} | {_ci(d_top, '+.3f')} |")

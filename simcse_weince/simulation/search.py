@@ -44,17 +44,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 from scipy.linalg import orthogonal_procrustes
+from scipy.stats import t as student_t
 
 from simcse_weince.diagnostics.link import LinkFit, ScoreBatch, select_link
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import ScoreMatrix
 from simcse_weince.losses.weince import WeinceLoss
-from simcse_weince.simulation.universe import Universe
-
-
-def cosine_scores(table: torch.Tensor, anchors: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-    """(count, m) cosines of a unit-row table between anchors (count,) and candidates (count, m)."""
-    return torch.einsum("ad,amd->am", table[anchors], table[candidates])
+from simcse_weince.simulation.universe import Universe, cosine_scores
 
 
 def model_log_posterior(
@@ -159,13 +155,19 @@ def geometry(universe: Universe, table: torch.Tensor) -> dict[str, float]:
     return {"cosine_corr": corr, "procrustes": float(((a @ rotation - b) ** 2).sum() / n)}
 
 
-def whole_universe_cross_entropy(universe: Universe, table: torch.Tensor, tau: float) -> float:
-    """CE(M, Q̂) with Q̂(y | x) = e^{ŝ_xy/τ} / E_{y′ ~ q} e^{ŝ_xy′/τ}, exactly."""
+def _softmax_search(universe: Universe, table: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, N) logits ŝ/τ of the table over the universe and (N,) log Z̄_x = log E_{y ~ q} e^{ŝ_xy/τ}, q uniform over
+    the items other than x."""
     logits = (table.double() @ table.double().T) / tau
     eye = torch.eye(universe.size, dtype=torch.bool)
     log_zbar = torch.logsumexp(logits.masked_fill(eye, -math.inf), dim=1) - math.log(universe.size - 1)
-    m = universe.transition()
-    return float((m * (log_zbar[:, None] - logits)).sum(dim=1).mean())
+    return logits, log_zbar
+
+
+def whole_universe_cross_entropy(universe: Universe, table: torch.Tensor, tau: float) -> float:
+    """CE(M, Q̂) with Q̂(y | x) = e^{ŝ_xy/τ} / E_{y′ ~ q} e^{ŝ_xy′/τ}, exactly."""
+    logits, log_zbar = _softmax_search(universe, table, tau)
+    return float((universe.transition() * (log_zbar[:, None] - logits)).sum(dim=1).mean())
 
 
 def first_order_constant(universe: Universe, table: torch.Tensor, tau: float) -> float:
@@ -175,16 +177,15 @@ def first_order_constant(universe: Universe, table: torch.Tensor, tau: float) ->
         C = \mathbb{E}_x\Bigl[\frac{\operatorname{Var}_{y \sim q}(w_{xy})}{2\bar Z_x^2}
             - \frac{\mathbb{E}_{y \sim M(x,\cdot)}\, w_{xy}}{\bar Z_x}\Bigr]
 
-    (Jensen's part minus the positive's). Computed with w scaled by each anchor's largest value, so small τ is safe.
+    (Jensen's part minus the positive's). Computed on the ratios ρ = w/Z̄ = e^{ŝ/τ − log Z̄}, whose q-mean is 1
+    (Var_q(w)/Z̄² = E_q ρ² − 1), so small τ is safe.
     """
-    logits = (table.double() @ table.double().T) / tau
+    logits, log_zbar = _softmax_search(universe, table, tau)
     eye = torch.eye(universe.size, dtype=torch.bool)
-    logits = logits.masked_fill(eye, -math.inf)
-    w = (logits - logits.max(dim=1, keepdim=True).values).exp()  # w / max_y w: the ratios below are unchanged
-    zbar = w.sum(dim=1) / (universe.size - 1)
-    var = (w * w).sum(dim=1) / (universe.size - 1) - zbar**2
-    positive = (universe.transition() * w).sum(dim=1)
-    return float((var / (2 * zbar**2) - positive / zbar).mean())
+    ratio = (logits - log_zbar[:, None]).exp().masked_fill(eye, 0.0)  # (N, N), at most N − 1
+    var = (ratio * ratio).sum(dim=1) / (universe.size - 1) - 1.0
+    positive = (universe.transition() * ratio).sum(dim=1)
+    return float((var / 2 - positive).mean())
 
 
 @dataclass(frozen=True)
@@ -218,10 +219,7 @@ def proposition_one(
     chunk: int = 4096,
 ) -> PropositionOne:  # fmt: skip
     """Monte Carlo estimate of CE − R_k (``samples`` anchors, each with its positive and k uniform negatives)."""
-    table = table.double()
-    logits_all = (table @ table.T) / tau
-    eye = torch.eye(universe.size, dtype=torch.bool)
-    log_zbar = torch.logsumexp(logits_all.masked_fill(eye, -math.inf), dim=1) - math.log(universe.size - 1)
+    logits_all, log_zbar = _softmax_search(universe, table, tau)
     values = []
     for start in range(0, samples, chunk):
         n = min(chunk, samples - start)
@@ -244,13 +242,11 @@ def loglog_slope(ks: list[int] | np.ndarray, values: list[float] | np.ndarray) -
 
 def mean_interval(values: list[float] | np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
     """Mean and Student-t interval (mean, low, high) of per-seed values; the interval is (mean, mean) for one."""
-    from scipy.stats import t
-
     v = np.asarray(values, dtype=np.float64)
     mean = float(v.mean())
     if v.size < 2:
         return mean, mean, mean
-    half = float(t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    half = float(student_t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
     return mean, mean - half, mean + half
 
 

@@ -60,6 +60,11 @@ def kernel_law(name: str, kappa: float = 10.0, beta: float = 3.0, lam: float = 0
     return BlendedLaw(lam, beta, 1.0 / kappa)
 
 
+def cosine_scores(vectors: torch.Tensor, anchors: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    """(count, m) cosines of unit rows ``vectors`` between anchors (count,) and their candidates (count, m)."""
+    return torch.einsum("ad,amd->am", vectors[anchors], vectors[candidates])
+
+
 def unit_vectors(count: int, dim: int, generator: torch.Generator) -> torch.Tensor:
     """(count, dim) float64 vectors uniform on the unit sphere."""
     z = torch.randn(count, dim, dtype=torch.float64, generator=generator)
@@ -152,8 +157,8 @@ class Universe:
 
     def bayes_log_posterior(self, anchors: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """(count, m) log P(j is the positive | anchor, candidates) = log softmax_j log r(x, y_j)."""
-        scores = torch.einsum("ad,amd->am", self.vectors[anchors], self.vectors[candidates])
-        return self.log_ratio(scores.clamp(-1.0, 1.0)).log_softmax(dim=1)
+        scores = cosine_scores(self.vectors, anchors, candidates).clamp(-1.0, 1.0)
+        return self.log_ratio(scores).log_softmax(dim=1)
 
     def bayes_universe_log_posterior(self) -> torch.Tensor:
         """(N, N) log M(x, y): the Bayes search over the whole universe (−inf on the diagonal)."""

@@ -84,6 +84,7 @@ def test_a_quick_temperature_sweep_writes_its_report(tmp_path: Path) -> None:
         (["--eval_sizes", "2"], "--eval_sizes must be integers >= 3"),
         (["--ks", "8"], "a slope needs at least 2 values of k"),
         (["--blend_lambda", "1.5"], "lambda must be in (0, 1)"),
+        (["--kernels", "vmf", "--blend_lambda", "nan"], "lambda must be in (0, 1)"),  # checked though not run
         (["--workers", "0"], "--workers must be >= 1"),
         (["--noise", "-0.1"], "--noise must be a finite number >= 0"),
     ],
