@@ -70,10 +70,10 @@ class TrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("negatives", "dim", "steps", "batch", "pairs"):
+        for name, low in (("negatives", 1), ("dim", 2), ("steps", 1), ("batch", 2), ("pairs", 1)):
             value = getattr(self, name)
-            if not (isinstance(value, int) and value >= (2 if name in ("dim", "batch") else 1)):
-                raise ValueError(f"{name} must be an integer >= {2 if name in ('dim', 'batch') else 1}, got {value!r}")
+            if not (isinstance(value, int) and value >= low):
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
 
