@@ -66,7 +66,7 @@ def step_point(batch: int, length: int, layers: int, hidden: int, repeats: int) 
 
 def write_synthetic(path: Path, lines: int, seed: int = 0) -> float:
     """``lines`` lines of 5–39 real words of the Wikipedia sample in random order; returns the size in MB."""
-    from simcse_weince.text.data import iter_sentences
+    from simcse_weince.text.sources.lines import iter_sentences
 
     words = np.array(" ".join(iter_sentences(WIKI, drop_unterminated_last_line=True)).split())  # quietly
     rng = np.random.default_rng(seed)
@@ -93,7 +93,7 @@ def data_point(mode: str, path: str, cache_root: str) -> dict:
     """One data path in this (child) process: time and memory over the memory after the imports.
 
     ``inmemory``: the path before the token cache (``read_sentences`` + one tokenizer call over the whole
-    list + ``Dataset.from_dict``). ``cached``: ``prepare_text_files``, building the cache or memory-mapping it.
+    list + ``Dataset.from_dict``). ``cached``: ``prepare_rows``, building the cache or memory-mapping it.
     ``reader``: a process that may not build (``build=False``), as every process but the main one, which
     then reads every row once (an epoch's worth of ``__getitem__`` in batches).
     """
@@ -101,8 +101,11 @@ def data_point(mode: str, path: str, cache_root: str) -> dict:
     from transformers import AutoTokenizer
 
     from simcse_weince.model_sources import OFFLINE_MINILM, resolve_model_path
-    from simcse_weince.text.data import SimCSECollator, TextStats, read_sentences
-    from simcse_weince.text.token_cache import prepare_text_files
+    from simcse_weince.text.data import SimCSECollator
+    from simcse_weince.text.reading import TextStats
+    from simcse_weince.text.sources import ReadOptions, open_sources
+    from simcse_weince.text.sources.lines import read_sentences
+    from simcse_weince.text.token_cache import prepare_rows
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path(OFFLINE_MINILM))
     base = memory_gb()
@@ -112,7 +115,8 @@ def data_point(mode: str, path: str, cache_root: str) -> dict:
         ids = tok(read_sentences(path, stats=stats), truncation=True, max_length=32)["input_ids"]
         ds = datasets.Dataset.from_dict({"input_ids": ids})
     else:
-        ds = prepare_text_files([(path, False)], tok, 32, stats, cache_root=cache_root, build=mode != "reader")
+        sources = open_sources([path], ReadOptions())
+        ds = prepare_rows(sources, tok, 32, stats, cache_root=cache_root, build=mode != "reader")
     seconds = time.perf_counter() - t0
     opened = memory_gb()
     if mode == "reader":

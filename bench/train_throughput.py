@@ -193,7 +193,7 @@ def run_variant(
         from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
         from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
-        from simcse_weince.text.data import read_sentences
+        from simcse_weince.text.sources.lines import read_sentences
 
         sentences = read_sentences(data, drop_unterminated_last_line=True)[:n]
         t = Transformer(model_dir, max_seq_length=max_len)

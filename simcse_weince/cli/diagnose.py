@@ -144,7 +144,7 @@ def collect(args, path: str, kind: str) -> tuple[list[EmbeddedBatch], dict, str]
     if kind == "text":
         from simcse_weince.diagnostics.scores import text_batches, text_pair_batches
         from simcse_weince.text.checkpoint import load_text_checkpoint
-        from simcse_weince.text.data import read_sentences
+        from simcse_weince.text.sources.lines import read_sentences
 
         ckpt = load_text_checkpoint(path, args.pooler)
         model, tok = ckpt.model, ckpt.tokenizer

@@ -1,12 +1,13 @@
-"""Argument groups of unsupervised SimCSE training: model, data and training (the loss group is shared)."""
+"""Argument groups of SimCSE training, unsupervised and supervised: model, data and training (the loss group is
+shared)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from simcse_weince.text.columns import check_text_columns
-from simcse_weince.text.data import check_line_format, column_format
 from simcse_weince.text.poolers import Pooler
+from simcse_weince.text.sources import check_file_name, column_format
 from simcse_weince.training.arguments import ContrastiveTrainingArguments, check_at_least, check_choice
 
 MIN_SEQ_LENGTH = 3  # [CLS], one token, [SEP]: shorter limits leave no sentence to encode
@@ -59,8 +60,8 @@ class DataArguments:
         default=None,
         metadata={
             "help": "Local training files ('{data}/...' = the shared data folder): text files, one sentence per "
-            "line, or column files (.csv, .tsv with a header; .jsonl/.json, one object per line; .parquet) read by "
-            "text_columns. When unset, the Hub dataset below is used."
+            "line, or column files (.csv, .tsv with a header; .jsonl/.json, one object per line; .parquet; "
+            ".arrow/.feather) read by text_columns. When unset, the Hub dataset below is used."
         },
     )
     text_columns: list[str] | None = field(
@@ -136,12 +137,7 @@ class DataArguments:
         if self.text_columns is not None:
             self.text_columns = check_text_columns(self.text_columns)
         for f in self.train_files or ():  # what cannot be read is refused by its name, before anything loads
-            check_line_format(f, by_column=True, text_columns=self.text_columns)
-            if self.allow_missing_negatives and not column_format(f):
-                raise ValueError(
-                    f"{f} is read as lines, one sentence each, but allow_missing_negatives trains pairs and "
-                    "triplets; expected a column file (.csv, .tsv, .jsonl, .json, .parquet)"
-                )
+            check_file_name(f, True, self.text_columns, self.allow_missing_negatives)
         hub_lines = self.hub_data_file is not None and not column_format(self.hub_data_file)
         if self.allow_missing_negatives and not self.train_files and hub_lines:
             raise ValueError(

@@ -3,92 +3,52 @@ cache, described in one log line, and cut so that no batch scores a sentence alo
 
 from __future__ import annotations
 
-import fnmatch
 import logging
-from pathlib import Path
 
 from datasets import Dataset
 from transformers import TrainingArguments
 
 from simcse_weince.paths import resolve_data_path
 from simcse_weince.text.arguments import DataArguments
-from simcse_weince.text.data import TextStats, check_text_file, column_format, single_row_tail
-from simcse_weince.text.token_cache import (
-    count_negatives,
-    format_bytes,
-    prepare_column_files,
-    prepare_hub_columns,
-    prepare_hub_text,
-    prepare_text_files,
-)
+from simcse_weince.text.data import single_row_tail
+from simcse_weince.text.reading import TextStats
+from simcse_weince.text.sources import ReadOptions, open_sources
+from simcse_weince.text.token_cache import count_negatives, format_bytes, prepare_rows
 
 logger = logging.getLogger(__name__)
-
-
-def is_cut_file(path: str, patterns: list[str] | None) -> bool:
-    """Whether ``path`` matches one of ``drop_unterminated_last_line``'s names or glob patterns."""
-    return any(fnmatch.fnmatch(Path(path).name, p) or fnmatch.fnmatch(path, p) for p in patterns or ())
-
-
-def reads_columns(data: DataArguments) -> bool:
-    """Whether the corpus is read by column (``text_columns`` set, or a CSV/TSV/JSON Lines/Parquet file): rows of
-    one text (unsupervised), two (pairs) or more (pairs with hard negatives); else one sentence per line."""
-    return (
-        data.text_columns is not None
-        or data.allow_missing_negatives
-        or any(column_format(f) for f in data.train_files or ())
-    )
-
-
-def training_files(data: DataArguments) -> list[tuple[Path, bool]]:
-    """The configured local files, each checked to exist (a text file: not a folder, not gzip, not named as a
-    column format; a column file: a file), with its drop flag."""
-    files = [resolve_data_path(f) for f in data.train_files or ()]
-    if reads_columns(data):
-        missing = [f for f in files if not Path(f).is_file()]
-        if missing:
-            raise FileNotFoundError(f"training file not found: {missing[0]} (expected a column file or a text file)")
-        return [(Path(f), is_cut_file(f, data.drop_unterminated_last_line)) for f in files]
-    return [(check_text_file(f), is_cut_file(f, data.drop_unterminated_last_line)) for f in files]
 
 
 def load_training_sentences(data: DataArguments, tokenizer, stats: TextStats, build: bool = True) -> Dataset:
     """The training rows, tokenised: a memory-mapped ``Dataset`` of ``input_ids`` and ``sentence_key`` (and
     ``input_ids_j``, ``sentence_key_j`` for the positive and hard negatives of rows read by column).
 
-    Local files (or the Hub dataset) go through the token cache (:mod:`simcse_weince.text.token_cache`):
+    The sources are chosen and opened once (:func:`~simcse_weince.text.sources.open_sources`: the configured local
+    files, else the Hub dataset), then go through the token cache (:mod:`simcse_weince.text.token_cache`):
     tokenised once by the process allowed to ``build``, memory-mapped by the others and by later runs.
     """
-    common = dict(
+    sources = open_sources(
+        [resolve_data_path(f) for f in data.train_files or ()],
+        ReadOptions.of(data.text_columns, data.skip_bad_rows, data.allow_missing_negatives),
+        data.drop_unterminated_last_line,
+        data.hub_dataset,
+        data.hub_data_file,
+    )
+    rows = prepare_rows(
+        sources,
+        tokenizer,
+        data.max_seq_length,
+        stats,
         cache_root=resolve_data_path(data.data_cache_dir) if data.data_cache_dir else None,
         build=build,
         max_rows=data.max_train_samples,
         num_proc=data.preprocessing_num_workers,
     )
-    rows = _load_rows(data, tokenizer, stats, common)
     if data.allow_missing_negatives and stats.rows_by_negatives and not any(stats.rows_by_negatives[1:]):
         raise ValueError(
             f"no row of {', '.join(stats.files)} has a hard negative ({', '.join(stats.text_columns[2:])} empty or "
             "missing in every row); expected some triplets with allow_missing_negatives, or pairs without it"
         )
     return rows
-
-
-def _load_rows(data: DataArguments, tokenizer, stats: TextStats, common: dict) -> Dataset:
-    length, columns, skip = data.max_seq_length, data.text_columns, data.skip_bad_rows
-    if data.train_files and reads_columns(data):
-        return prepare_column_files(
-            training_files(data), columns, tokenizer, length, stats, skip, **common,
-            allow_missing_negatives=data.allow_missing_negatives,
-        )[0]  # fmt: skip
-    if data.train_files:
-        return prepare_text_files(training_files(data), tokenizer, length, stats, **common)
-    if reads_columns(data):
-        return prepare_hub_columns(
-            data.hub_dataset, data.hub_data_file, columns, tokenizer, length, stats, skip, **common,
-            allow_missing_negatives=data.allow_missing_negatives,
-        )[0]  # fmt: skip
-    return prepare_hub_text(data.hub_dataset, data.hub_data_file, tokenizer, length, stats, **common)
 
 
 def log_corpus(dataset: Dataset, stats: TextStats, max_length: int) -> None:

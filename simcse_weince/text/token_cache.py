@@ -1,24 +1,23 @@
 """Tokenise the training text once into an on-disk Arrow cache and memory-map it afterwards.
 
-The text files are checked and counted in one streaming pass, then read part by part (32 MB of text at a
-time, cut after a newline) into a ``datasets.Dataset`` (``Dataset.from_dict``) and tokenised by a batched
-``Dataset.map``
-(:func:`~simcse_weince.text.data.tokenize_batch`) into a cache folder of Arrow files, one per part, with
-three columns: ``input_ids`` (int32 lists), ``sentence_key`` (the duplicate key of the loss) and
-``truncated``; plus ``stats.json`` (what reading the text counted) and ``key.json`` (what the cache is for).
-Sentences with no known token (only ``[UNK]``) are not stored; they are counted, and a corpus left with no
-sentence is an error.
+One entry point, :func:`prepare_rows`, whatever the sources (:mod:`simcse_weince.text.sources`: text lines, CSV,
+TSV, JSON Lines, Parquet, Arrow, Hub datasets). The sources are checked and counted in one streaming pass, then
+read part by part (about 32 MB of text, or 250,000 rows, at a time, cut at a record) into a ``datasets.Dataset``
+(``Dataset.from_dict``) and tokenised by a batched ``Dataset.map`` into a cache folder of Arrow files, one per
+part; plus ``stats.json`` (what reading the text counted) and ``key.json`` (what the cache is for).
 
-Column files (:func:`prepare_column_files`: CSV, TSV, JSON Lines, Parquet, read by
-:mod:`simcse_weince.text.columns`; :func:`prepare_hub_columns` for a Hub dataset's named columns) go through the
-same cache. A one-column corpus has the three columns above, the rows a text file of the same sentences gives. A
-corpus of ``n`` text columns (anchor, positive, hard negatives) has those three for each column ``j``, suffixed
-``_j`` after the first (:func:`~simcse_weince.text.data.token_column_names`): ``input_ids``, ``sentence_key``,
-``truncated``, ``input_ids_1``, ``sentence_key_1``, ``truncated_1``, ...; a row with a cell of no known token is not
-stored. The key of a column file adds its format, the columns read and ``skip_bad_rows``.
+A one-column corpus (sentences) has three columns: ``input_ids`` (int32 lists), ``sentence_key`` (the duplicate
+key of the loss) and ``truncated`` (:func:`~simcse_weince.text.data.tokenize_batch`); the rows are the same
+whether the sentences come from a text file or a column. A corpus of ``n`` text columns (anchor, positive, hard
+negatives) has those three for each column ``j``, suffixed ``_j`` after the first
+(:func:`~simcse_weince.text.data.token_column_names`): ``input_ids``, ``sentence_key``, ``truncated``,
+``input_ids_1``, ...; a row with a cell of no known token is not stored
+(:func:`~simcse_weince.text.data.tokenize_columns`). Sentences (rows) with no known token (only ``[UNK]``) are
+counted, and a corpus left with none is an error.
 
 The folder's name is a hash of everything the rows depend on: each file's absolute path, size and
-modification time (and whether its unterminated last line is dropped), the tokenizer's vocabulary and
+modification time (and whether its unterminated last line is dropped; a column file adds its format, the columns
+read and ``skip_bad_rows``: each source's ``identity()``), the tokenizer's vocabulary and
 pipeline, ``max_length`` and the cache's format version. Anything else changes the name and a new cache is
 built; the old one stays until deleted (:func:`list_caches`, :func:`remove_caches`: the command
 ``python -m simcse_weince.cli.token_cache [--clear]``). A cache is built in a temporary folder and renamed into
@@ -47,28 +46,9 @@ import datasets
 import numpy as np
 
 from simcse_weince.losses.duplicates import ABSENT_KEY
-from simcse_weince.text.columns import (
-    ColumnFile,
-    check_negative_columns,
-    check_text_columns,
-    choose_columns,
-    hub_rows,
-    open_column_file,
-    read_part,
-    scan,
-)
-from simcse_weince.text.data import (
-    TextStats,
-    check_fast,
-    check_sentences,
-    check_text_file,
-    iter_range_sentences,
-    keep_sentences,
-    line_ranges,
-    token_column_names,
-    tokenize_batch,
-    tokenize_columns,
-)
+from simcse_weince.text.data import check_fast, token_column_names, tokenize_batch, tokenize_columns
+from simcse_weince.text.reading import TextStats
+from simcse_weince.text.sources import Part, Source
 
 logger = logging.getLogger(__name__)
 
@@ -133,17 +113,6 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
-def file_identity(path: Path, drop_unterminated_last_line: bool) -> dict:
-    """What a file contributes to the cache key: absolute path, size, modification time, the drop flag."""
-    st = path.stat()
-    return {
-        "path": str(path.resolve()),
-        "size": st.st_size,
-        "mtime_ns": st.st_mtime_ns,
-        "drop_unterminated_last_line": drop_unterminated_last_line,
-    }
-
-
 def cache_key(sources: Sequence[dict], tokenizer, max_length: int) -> dict:
     """The description of a cache: its sources, the tokenizer's fingerprint, ``max_length``, the format."""
     return {
@@ -174,20 +143,13 @@ def load_cache(folder: Path) -> tuple[datasets.Dataset, dict]:
     return ds, json.loads((folder / "stats.json").read_text(encoding="utf-8"))
 
 
-def _range_text(path: Path, start: int, stop: int, drop: bool) -> datasets.Dataset:
-    """One byte range of a checked file as an in-memory ``text`` column (one part: bounded by ``PART_BYTES``).
+def _part_text(source: Source, part: Part, read: TextStats) -> datasets.Dataset:
+    """One part's cells as an in-memory dataset of text columns, in order (one part: bounded by ``PART_BYTES``).
 
-    ``Dataset.from_dict`` on the part's lines, not ``Dataset.from_generator``: one Python dict per line into an
+    ``Dataset.from_dict`` on the part's cells, not ``Dataset.from_generator``: one Python dict per line into an
     Arrow file cost several times as much (bench/scaling.py times the whole build).
     """
-    return datasets.Dataset.from_dict({"text": list(iter_range_sentences(path, start, stop, drop))})
-
-
-def _hub_text(ds: datasets.Dataset, column: str, start: int, stop: int, read: TextStats) -> datasets.Dataset:
-    """Rows ``[start, stop)`` of a Hub dataset's text column as a ``text`` column of sentences; the blank and
-    invisible rows skipped are counted in ``read``."""
-    rows = ds.select_columns([column])[start:stop][column]
-    return datasets.Dataset.from_dict({"text": list(keep_sentences(rows, read))})
+    return datasets.Dataset.from_dict({f"text_{j}": col for j, col in enumerate(source.read(part, read))})
 
 
 def _map_tokenize(batch: dict, tokenizer, max_length: int) -> dict:
@@ -197,30 +159,6 @@ def _map_tokenize(batch: dict, tokenizer, max_length: int) -> dict:
 
 def _map_tokenize_columns(batch: dict, tokenizer, max_length: int) -> dict:
     return tokenize_columns(list(batch.values()), tokenizer, max_length)  # the text columns, in order
-
-
-def _as_text(columns: list[list[str]]) -> datasets.Dataset:
-    """One part's cells (one list per column) as an in-memory dataset of text columns, in order."""
-    return datasets.Dataset.from_dict({f"text_{j}": col for j, col in enumerate(columns)})
-
-
-def _column_part(cf: ColumnFile, start: int, stop: int, line: int, skip_bad_rows: bool) -> datasets.Dataset:
-    return _as_text(read_part(cf, start, stop, line, skip_bad_rows))
-
-
-def _hub_columns(
-    ds: datasets.Dataset,
-    columns: list[str],
-    start: int,
-    stop: int,
-    where: str,
-    skip: bool,
-    read: TextStats,
-    required: int | None = None,
-) -> datasets.Dataset:
-    """Rows ``[start, stop)`` of a Hub dataset's text columns, checked and counted in ``read`` (cells of the
-    columns after ``required`` may be empty or null: absent hard negatives)."""
-    return _as_text(hub_rows(ds.select_columns(columns)[start:stop], columns, start, where, skip, read, required))
 
 
 def build_cache(
@@ -403,8 +341,8 @@ def open_or_build(
     return _open(folder, stats, max_rows, reused=False)
 
 
-def prepare_text_files(
-    files: Sequence[tuple[str | Path, bool]],
+def prepare_rows(
+    sources: Sequence[Source],
     tokenizer,
     max_length: int,
     stats: TextStats,
@@ -413,225 +351,50 @@ def prepare_text_files(
     max_rows: int | None = None,
     num_proc: int | None = None,
 ) -> datasets.Dataset:
-    """The tokenised sentences of local text files, from their cache (built first when missing).
+    """The tokenised rows of a run's sources (:func:`~simcse_weince.text.sources.open_sources`), from their
+    cache (built first when missing).
 
     Args:
-        files: ``(path, drop_unterminated_last_line)`` per file, in order.
-        tokenizer: a fast tokenizer.
-        max_length: ids per sentence at most, ``[CLS]`` and ``[SEP]`` included.
-        stats: filled with the counts of reading and tokenising (reloaded from the cache on a hit).
-        cache_root: the folder of caches (default :func:`default_cache_root`).
-        build: whether this process may build a missing cache (the main process); the others read it.
-        max_rows: keep the first ``max_rows`` sentences (all by default).
-        num_proc: processes of the tokenising map (default: this one).
-
-    Returns:
-        A memory-mapped ``Dataset`` with ``input_ids`` and ``sentence_key``.
-
-    Raises:
-        FileNotFoundError, IsADirectoryError, ValueError: as :func:`~simcse_weince.text.data.iter_sentences`.
-        CacheNotBuiltError: ``build`` is False and there is no cache after the files were found valid.
-    """
-    checked = [(check_text_file(p), bool(drop)) for p, drop in files]
-    key = cache_key([file_identity(p, drop) for p, drop in checked], tokenizer, max_length)
-
-    def plan():
-        read = TextStats()
-        for p, drop in checked:
-            check_sentences(p, drop, read)
-        parts = [
-            functools.partial(_range_text, p, start, stop, drop)
-            for p, drop in checked
-            for start, stop in line_ranges(p, PART_BYTES)
-        ]
-        return read, parts, f"{read.sentences} sentences"
-
-    return open_or_build(key, plan, tokenizer, max_length, stats, cache_root, build, max_rows, num_proc)
-
-
-def prepare_hub_text(  # pragma: no cover - needs the Hub
-    name: str,
-    data_file: str | None,
-    tokenizer,
-    max_length: int,
-    stats: TextStats,
-    column: str = "text",
-    cache_root: str | Path | None = None,
-    build: bool = True,
-    max_rows: int | None = None,
-    num_proc: int | None = None,
-) -> datasets.Dataset:
-    """The tokenised sentences of a Hub dataset (e.g. ``princeton-nlp/datasets-for-simcse`` /
-    ``wiki1m_for_simcse.txt``) through the same map and cache as local files; blank rows are counted as the
-    rows the map dropped."""
-    from datasets import load_dataset
-
-    ds = load_dataset(name, data_files=data_file, split="train") if data_file else load_dataset(name, split="train")
-    if column not in ds.column_names:
-        raise ValueError(f"Hub dataset {name} has no column {column!r}; columns: {ds.column_names}")
-    source = {"hub": name, "data_file": data_file, "column": column, "fingerprint": ds._fingerprint}
-    key = cache_key([source], tokenizer, max_length)
-
-    def plan():
-        read = TextStats(files=[f"hub:{name}/{data_file}"])  # filled by the parts as they are read
-        parts = [
-            functools.partial(_hub_text, ds, column, start, min(start + HUB_PART_ROWS, len(ds)), read)
-            for start in range(0, len(ds), HUB_PART_ROWS)
-        ]
-        return read, parts, None
-
-    return open_or_build(key, plan, tokenizer, max_length, stats, cache_root, build, max_rows, num_proc)
-
-
-def prepare_column_files(
-    files: Sequence[tuple[str | Path, bool]],
-    columns: Sequence[str] | None,
-    tokenizer,
-    max_length: int,
-    stats: TextStats,
-    skip_bad_rows: bool = False,
-    cache_root: str | Path | None = None,
-    build: bool = True,
-    max_rows: int | None = None,
-    num_proc: int | None = None,
-    allow_missing_negatives: bool = False,
-) -> tuple[datasets.Dataset, int]:
-    """The tokenised rows of local column files (CSV, TSV, JSON Lines, Parquet; text files too when one column
-    is read), from their cache (built first when missing). Reading: :mod:`simcse_weince.text.columns`.
-
-    Args:
-        files: ``(path, drop_unterminated_last_line)`` per file, in order; the format follows the name
-            (:func:`~simcse_weince.text.data.check_line_format`); the flag applies to text, CSV, TSV and JSON Lines.
-        columns: ``text_columns``: the columns to read, in order (anchor, positive, hard negatives); None: SimCSE's
-            ``sent0``, ``sent1`` (, ``hard_neg``) when present, else a one-column file's only column
-            (:func:`~simcse_weince.text.columns.choose_columns`). Every file must give the same number.
+        sources: the opened sources, in order, each giving the same number ``n`` of text columns.
         tokenizer: a fast tokenizer.
         max_length: ids per sentence at most, ``[CLS]`` and ``[SEP]`` included.
         stats: filled with the counts of reading and tokenising (reloaded from the cache on a hit); ``sentences``
-            counts rows, ``text_columns`` names the columns read, ``bad_rows_skipped`` the rows skipped.
-        skip_bad_rows: skip and count bad rows instead of stopping at the first one.
-        cache_root, build, max_rows, num_proc: as :func:`prepare_text_files`.
-        allow_missing_negatives: pairs and triplets together: a hard-negative column may be missing from a file,
-            empty or null in a row (an absent negative: ids ``[]``, key ``ABSENT_KEY``); ``stats.rows_by_negatives``
-            counts the rows by how many negatives they hold.
+            counts rows, ``text_columns`` names the columns read, ``bad_rows_skipped`` the rows skipped, and
+            ``rows_by_negatives`` the rows by how many hard negatives they hold (``allow_missing_negatives``).
+        cache_root: the folder of caches (default :func:`default_cache_root`).
+        build: whether this process may build a missing cache (the main process); the others read it.
+        max_rows: keep the first ``max_rows`` rows (all by default).
+        num_proc: processes of the tokenising map (default: this one).
 
     Returns:
-        A memory-mapped ``Dataset`` and its number ``n`` of text columns: ``input_ids`` and ``sentence_key`` (the
-        anchor), then ``input_ids_j`` and ``sentence_key_j`` for ``j = 1 .. n - 1`` (the positive, then the hard
-        negatives). With ``n = 1`` the rows are those :func:`prepare_text_files` gives for the same sentences,
-        and a corpus of text files only is the same cache.
+        A memory-mapped ``Dataset``: ``input_ids`` and ``sentence_key`` (the anchor, or the sentence), then
+        ``input_ids_j`` and ``sentence_key_j`` for ``j = 1 .. n - 1`` (the positive, then the hard negatives; an
+        absent one has ids ``[]`` and key ``ABSENT_KEY``). One column gives the same rows whatever the source.
 
     Raises:
-        FileNotFoundError, IsADirectoryError, ValueError: a file missing or unreadable, a bad row (one line naming
-            ``file:line``), files giving different numbers of columns, no usable row.
-        CacheNotBuiltError: ``build`` is False and there is no cache after the files were found valid.
+        ValueError: a bad row (one line naming where), no usable row.
+        CacheNotBuiltError: ``build`` is False and there is no cache after the sources were found valid.
     """
-    if columns is not None:
-        columns = check_text_columns(columns)
-    opened = [open_column_file(p, bool(drop), columns, allow_missing_negatives) for p, drop in files]
-    if not opened:
+    if not sources:
         raise ValueError("no training file given; expected at least one text or column file")
-    if allow_missing_negatives:
-        check_negative_columns(opened)
-    n = check_same_width(opened)
-    key = cache_key([cf.identity(skip_bad_rows) for cf in opened], tokenizer, max_length)
+    n = sources[0].width
+    key = cache_key([s.identity() for s in sources], tokenizer, max_length)
 
     def plan():
-        read = TextStats(text_columns=next((cf.columns for cf in opened if cf.columns), []))
-        plans = [(cf, scan(cf, skip_bad_rows, read, PART_BYTES, PART_ROWS)) for cf in opened]
+        read = TextStats(text_columns=next((s.columns for s in sources if s.columns), []))
         parts = [
-            functools.partial(_range_text, cf.path, start, stop, cf.drop_unterminated_last_line)
-            if cf.fmt is None
-            else functools.partial(_column_part, cf, start, stop, line, skip_bad_rows)
-            for cf, ranges in plans
-            for start, stop, line in ranges
+            functools.partial(_part_text, s, part, read)
+            for s in sources
+            for part in s.scan(read, PART_BYTES, PART_ROWS)
         ]
-        columns = ", ".join(read.text_columns) or "(lines)"
-        return read, parts, f"{read.sentences} rows of {n} text column(s) {columns}"
+        if any(s.counts_while_reading for s in sources):
+            return read, parts, None  # counted as the parts are read
+        if not read.text_columns:
+            return read, parts, f"{read.sentences} sentences"
+        return read, parts, f"{read.sentences} rows of {n} text column(s) {', '.join(read.text_columns)}"
 
     common = (cache_root, build, max_rows, num_proc)
-    return open_or_build(key, plan, tokenizer, max_length, stats, *common, columns=n), n
-
-
-def check_same_width(opened: Sequence[ColumnFile]) -> int:
-    """The number of text columns every file gives.
-
-    Raises:
-        ValueError: two files give different numbers (names both and their columns).
-    """
-    first = opened[0]
-    for cf in opened[1:]:
-        if cf.width != first.width:
-            raise ValueError(
-                f"{first.path} gives {first.width} text column(s) ({', '.join(first.columns) or 'one per line'}), "
-                f"{cf.path} {cf.width} ({', '.join(cf.columns) or 'one per line'}); expected the same number in "
-                "every training file (set text_columns)"
-            )
-    return first.width
-
-
-def prepare_hub_columns(
-    name: str,
-    data_file: str | None,
-    columns: Sequence[str] | None,
-    tokenizer,
-    max_length: int,
-    stats: TextStats,
-    skip_bad_rows: bool = False,
-    cache_root: str | Path | None = None,
-    build: bool = True,
-    max_rows: int | None = None,
-    num_proc: int | None = None,
-    allow_missing_negatives: bool = False,
-) -> tuple[datasets.Dataset, int]:
-    """The tokenised rows of a Hub dataset's named text columns (e.g. ``princeton-nlp/datasets-for-simcse`` /
-    ``nli_for_simcse.csv``: ``sent0``, ``sent1``, ``hard_neg`` by default), through the same cache; the columns,
-    cells, bad rows (``hub:NAME/FILE: row N``), ``allow_missing_negatives`` and returned schema as
-    :func:`prepare_column_files`."""
-    from datasets import load_dataset
-
-    ds = load_dataset(name, data_files=data_file, split="train") if data_file else load_dataset(name, split="train")
-    where = f"hub:{name}" + (f"/{data_file}" if data_file else "")
-    configured = check_text_columns(columns) if columns is not None else None
-    cols = choose_columns(ds.column_names, configured, where, allow_missing_negatives)
-    missing = [c for c in cols[2:] if c not in ds.column_names]
-    if missing:  # one source: no row could hold that negative
-        raise ValueError(
-            f"{where}: no hard-negative column {', '.join(map(repr, missing))}; the columns are "
-            f"{', '.join(map(repr, ds.column_names))}; expected its name in text_columns, or pairs without "
-            "allow_missing_negatives"
-        )
-    for c in cols:
-        feature = ds.features[c]
-        if getattr(feature, "dtype", None) not in ("string", "large_string", "null"):
-            raise ValueError(f"{where}: the column {c!r} holds {feature}; expected text (strings)")
-    source = {"hub": name, "data_file": data_file, "columns": cols, "skip_bad_rows": skip_bad_rows,
-              "fingerprint": ds._fingerprint}  # fmt: skip
-    if allow_missing_negatives:
-        source["allow_missing_negatives"] = True
-    required = 2 if allow_missing_negatives else len(cols)
-    key = cache_key([source], tokenizer, max_length)
-
-    def plan():
-        read = TextStats(files=[where], text_columns=cols)  # filled by the parts as they are read
-        parts = [
-            functools.partial(
-                _hub_columns,
-                ds,
-                cols,
-                start,
-                min(start + HUB_PART_ROWS, len(ds)),
-                where,
-                skip_bad_rows,
-                read,
-                required,
-            )
-            for start in range(0, len(ds), HUB_PART_ROWS)
-        ]
-        return read, parts, None
-
-    common = (cache_root, build, max_rows, num_proc)
-    return open_or_build(key, plan, tokenizer, max_length, stats, *common, columns=len(cols)), len(cols)
+    return open_or_build(key, plan, tokenizer, max_length, stats, *common, columns=n)
 
 
 # ---- what the caches hold on disk, and removing them ---------------------------------------------------------

@@ -64,7 +64,7 @@ TRAINING_FIELDS = (
 )
 
 
-def file_identity(path: str) -> str:
+def file_label(path: str) -> str:
     """``<file name> (<size> bytes)`` of a local file (the name as given for anything else): the same data
     under another folder (a resume on another machine) is the same run."""
     local = Path(resolve_data_path(path))
@@ -80,7 +80,7 @@ def run_record(groups: dict[str, Any], world_size: int) -> dict[str, Any]:
         else:
             plain = {k: v for k, v in to_plain(group).items() if k not in NOT_SHAPING}
         if name == "data" and plain.get("train_files"):
-            plain["train_files"] = [file_identity(f) for f in plain["train_files"]]
+            plain["train_files"] = [file_label(f) for f in plain["train_files"]]
         record.update({f"{name}.{key}": value for key, value in plain.items()})
     return record
 

@@ -12,8 +12,9 @@ import pytest
 from transformers import AutoTokenizer
 
 from simcse_weince.cli.token_cache import main, run
-from simcse_weince.text.data import TextStats
-from simcse_weince.text.token_cache import default_cache_root, folder_bytes, format_bytes, prepare_text_files
+from simcse_weince.text.reading import TextStats
+from simcse_weince.text.sources import ReadOptions, open_sources
+from simcse_weince.text.token_cache import default_cache_root, folder_bytes, format_bytes, prepare_rows
 from tests.helpers import REPO
 
 
@@ -26,7 +27,7 @@ def build(root: Path | None, tmp_path: Path, tok, max_length: int) -> Path:
     f = tmp_path / "text.txt"
     f.write_text("".join(f"sentence number {i}\n" for i in range(50)), encoding="utf-8")
     stats = TextStats()
-    prepare_text_files([(f, False)], tok, max_length, stats, cache_root=root)
+    prepare_rows(open_sources([f], ReadOptions()), tok, max_length, stats, cache_root=root)
     return Path(stats.cache_dir)
 
 

@@ -17,8 +17,11 @@ from simcse_weince.losses.duplicates import ABSENT_KEY, sentence_key
 from simcse_weince.text import token_cache
 from simcse_weince.text.arguments import DataArguments
 from simcse_weince.text.columns import choose_columns, normalise_cell
-from simcse_weince.text.data import TextStats, tokenize_columns
-from simcse_weince.text.token_cache import load_cache, prepare_column_files, prepare_text_files
+from simcse_weince.text.data import tokenize_columns
+from simcse_weince.text.reading import TextStats
+from simcse_weince.text.sources import ReadOptions, open_sources
+from simcse_weince.text.sources.hub import HubColumns
+from simcse_weince.text.token_cache import load_cache, prepare_rows
 
 NLI = [  # (sent0, sent1, hard_neg) as in SimCSE's nli_for_simcse.csv, with what a CSV must quote
     ("A man, in a hat, sleeps.", "Someone is asleep.", "A man is running."),
@@ -43,8 +46,15 @@ def tok(tiny_bert_dir: Path):
 def prepare(files, tok, tmp_path: Path, columns=None, max_length: int = 16, **kwargs):
     stats = TextStats()
     files = [(f, False) if isinstance(f, Path) else f for f in files]
-    ds, n = prepare_column_files(files, columns, tok, max_length, stats, cache_root=tmp_path / "cache", **kwargs)
-    return ds, n, stats
+    options = ReadOptions.of(columns, **kwargs)
+    sources = open_sources([p for p, _ in files], options, [str(p) for p, drop in files if drop])
+    ds = prepare_rows(sources, tok, max_length, stats, cache_root=tmp_path / "cache")
+    return ds, sources[0].width, stats
+
+
+def prepare_hub(builder: str, path: Path, tok, tmp_path: Path, stats: TextStats, **kwargs):
+    source = HubColumns(builder, str(path), ReadOptions.of(None, **kwargs))
+    return prepare_rows([source], tok, 16, stats, cache_root=tmp_path / "hub"), source.width
 
 
 def ids_of(tok, texts, max_length: int = 16) -> list[list[int]]:
@@ -238,7 +248,7 @@ def test_one_column_rows_equal_a_text_files(tok, tmp_path: Path, wiki_sample: Pa
     csv_file = tmp_path / "s.csv"
     csv_file.write_text("text\n" + "".join('"' + s.replace('"', '""') + '"\n' for s in sentences), encoding="utf-8")
     text_stats = TextStats()
-    prepare_text_files([(txt, False)], tok, 16, text_stats, cache_root=tmp_path / "cache")
+    prepare_rows(open_sources([txt], ReadOptions()), tok, 16, text_stats, cache_root=tmp_path / "cache")
     _, n, column_stats = prepare([csv_file], tok, tmp_path)
     assert n == 1 and column_stats.text_columns == ["text"]
     text_rows, _ = load_cache(Path(text_stats.cache_dir))
@@ -285,13 +295,13 @@ def test_hub_columns_through_a_local_builder(tok, tmp_path: Path) -> None:
     f = tmp_path / "nli.csv"
     f.write_bytes(NLI_CSV.encode("utf-8"))
     stats = TextStats()
-    ds, n = token_cache.prepare_hub_columns("csv", str(f), None, tok, 16, stats, cache_root=tmp_path / "hub")
+    ds, n = prepare_hub("csv", f, tok, tmp_path, stats)
     assert n == 3 and stats.text_columns == ["sent0", "sent1", "hard_neg"]
     assert_rows(ds, tok, NLI)
     gap = tmp_path / "gap.csv"
     gap.write_text("sent0,sent1\na,b\nc,\n", encoding="utf-8")
     with pytest.raises(ValueError, match=rf"^hub:csv/{re.escape(str(gap))}: row 2: no value in 'sent1'"):
-        token_cache.prepare_hub_columns("csv", str(gap), None, tok, 16, TextStats(), cache_root=tmp_path / "hub")
+        prepare_hub("csv", gap, tok, tmp_path, TextStats())
 
 
 def test_data_arguments_columns(tmp_path: Path) -> None:
@@ -369,16 +379,12 @@ def test_absent_negatives_through_the_hub_path(tok, tmp_path: Path) -> None:
     gaps = tmp_path / "gaps.csv"
     gaps.write_text("sent0,sent1,hard_neg\na cat,a kitten,a dog\na car,a vehicle,\n", encoding="utf-8")
     stats = TextStats()
-    ds, n = token_cache.prepare_hub_columns(
-        "csv", str(gaps), None, tok, 16, stats, cache_root=tmp_path / "hub", allow_missing_negatives=True
-    )
+    ds, n = prepare_hub("csv", gaps, tok, tmp_path, stats, allow_missing_negatives=True)
     assert n == 3 and stats.rows_by_negatives == [1, 1] and ds["sentence_key_2"][1] == ABSENT_KEY
     pairs = tmp_path / "pairs.csv"
     pairs.write_text("sent0,sent1\na cat,a kitten\na car,a vehicle\n", encoding="utf-8")
     with pytest.raises(ValueError, match=rf"^hub:csv/{re.escape(str(pairs))}: no hard-negative column 'hard_neg'"):
-        token_cache.prepare_hub_columns(
-            "csv", str(pairs), None, tok, 16, TextStats(), cache_root=tmp_path / "hub", allow_missing_negatives=True
-        )
+        prepare_hub("csv", pairs, tok, tmp_path, TextStats(), allow_missing_negatives=True)
 
 
 def test_tokenize_columns_keeps_absent_negatives_apart(tok) -> None:

@@ -15,14 +15,10 @@ from transformers import AutoTokenizer
 
 from simcse_weince.losses.duplicates import sentence_key
 from simcse_weince.text.arguments import DataArguments
-from simcse_weince.text.data import (
-    SimCSECollator,
-    TextStats,
-    column_format,
-    iter_sentences,
-    read_sentences,
-    tokenize_batch,
-)
+from simcse_weince.text.data import SimCSECollator, tokenize_batch
+from simcse_weince.text.reading import TextStats
+from simcse_weince.text.sources import column_format
+from simcse_weince.text.sources.lines import iter_sentences, read_sentences
 from tests.helpers import argv
 
 
@@ -173,7 +169,7 @@ def test_training_refuses_an_unreadable_column_file_in_one_line_before_the_token
 
 @pytest.mark.parametrize("target", [1, 10, 100_000, 10**7])
 def test_line_ranges_cut_after_newlines_and_cover_the_file(wiki_sample: Path, target: int) -> None:
-    from simcse_weince.text.data import iter_range_sentences, line_ranges
+    from simcse_weince.text.sources.lines import iter_range_sentences, line_ranges
 
     raw = wiki_sample.read_bytes()
     ranges = line_ranges(wiki_sample, target)

@@ -11,8 +11,11 @@ from transformers import AutoTokenizer
 
 from simcse_weince.losses.duplicates import sentence_key
 from simcse_weince.text import token_cache
-from simcse_weince.text.data import TextStats, read_sentences
-from simcse_weince.text.token_cache import CacheNotBuiltError, prepare_text_files
+from simcse_weince.text.reading import TextStats
+from simcse_weince.text.sources import ReadOptions, open_sources
+from simcse_weince.text.sources.hub import HubText
+from simcse_weince.text.sources.lines import read_sentences
+from simcse_weince.text.token_cache import CacheNotBuiltError, prepare_rows
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +48,8 @@ def tokenize_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def prepare(files, tok, tmp_path: Path, max_length: int = 16, **kwargs):
     stats = TextStats()
-    ds = prepare_text_files(files, tok, max_length, stats, cache_root=tmp_path / "cache", **kwargs)
+    sources = open_sources([p for p, _ in files], ReadOptions(), [str(p) for p, drop in files if drop])
+    ds = prepare_rows(sources, tok, max_length, stats, cache_root=tmp_path / "cache", **kwargs)
     return ds, stats
 
 
@@ -235,7 +239,8 @@ def test_hub_text_is_read_and_counted_as_a_file(mixed_file: Path, tok, tmp_path:
     # the Hub path, through the datasets "text" builder on a local file (offline)
     file_ds, file_stats = prepare([(mixed_file, False)], tok, tmp_path)
     hub_stats = TextStats()
-    hub_ds = token_cache.prepare_hub_text("text", str(mixed_file), tok, 16, hub_stats, cache_root=tmp_path / "hub")
+    hub = HubText("text", str(mixed_file), ReadOptions())
+    hub_ds = prepare_rows([hub], tok, 16, hub_stats, cache_root=tmp_path / "hub")
     assert hub_ds["input_ids"][:] == file_ds["input_ids"][:]
     same = ("sentences", "blank_lines_skipped", "invisible_lines_skipped", "unknown_sentences_skipped")
     assert {k: getattr(hub_stats, k) for k in same} == {k: getattr(file_stats, k) for k in same}

@@ -1,0 +1,124 @@
+"""The source layer: one reader per format behind one interface, formats and refusals derived from the registry,
+and Arrow / Feather as the format that was added as one module."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import datasets
+import pyarrow as pa
+import pyarrow.feather as feather
+import pytest
+from transformers import AutoTokenizer
+
+from simcse_weince.text import token_cache
+from simcse_weince.text.reading import TextStats
+from simcse_weince.text.sources import (
+    FILE_SOURCES,
+    ReadOptions,
+    check_file_name,
+    column_format,
+    open_file,
+    open_sources,
+    source_class,
+)
+from simcse_weince.text.sources.arrow import ArrowFile
+from simcse_weince.text.sources.lines import TextLines
+
+NLI = [
+    ("A man, in a hat, sleeps.", "Someone is asleep.", "A man is running."),
+    ("Two dogs play in the snow.", "Animals are outside.", "The dogs sleep, indoors."),
+    ("A child eats an apple.", "A kid is eating.", "A child is crying."),
+]
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_bert_dir: Path):
+    return AutoTokenizer.from_pretrained(tiny_bert_dir)
+
+
+def rows_of(files: list[Path], tok, tmp_path: Path, **options) -> tuple[datasets.Dataset, TextStats]:
+    stats = TextStats()
+    sources = open_sources(files, ReadOptions.of(None, **options))
+    return token_cache.prepare_rows(sources, tok, 16, stats, cache_root=tmp_path / "cache"), stats
+
+
+def write_csv(path: Path, rows) -> Path:
+    path.write_text("sent0,sent1,hard_neg\n" + "".join(",".join(f'"{c}"' for c in r) + "\n" for r in rows))
+    return path
+
+
+def table(rows, **extra) -> pa.Table:
+    return pa.table({c: [r[j] for r in rows] for j, c in enumerate(("sent0", "sent1", "hard_neg"))} | extra)
+
+
+@pytest.mark.parametrize("kind", ["feather", "ipc file", "ipc stream", "datasets cache file"])
+def test_arrow_and_feather_give_the_rows_of_the_same_csv(tok, tmp_path: Path, kind: str) -> None:
+    want, want_stats = rows_of([write_csv(tmp_path / "nli.csv", NLI)], tok, tmp_path)
+    t = table(NLI, label=pa.array([0, 1, 2]))
+    f = tmp_path / ("nli.feather" if kind == "feather" else "nli.arrow")
+    if kind == "feather":
+        feather.write_feather(t, f)
+    elif kind == "ipc file":
+        with pa.ipc.new_file(f, t.schema) as w:
+            w.write_table(t, max_chunksize=2)  # two record batches
+    elif kind == "ipc stream":
+        with pa.ipc.new_stream(f, t.schema) as w:
+            w.write_table(t)
+    else:
+        ds = datasets.Dataset.from_dict({c: t.column(c).to_pylist() for c in t.column_names})
+        f = Path(ds.map(lambda r: r, cache_file_name=str(f)).cache_files[0]["filename"])  # an Arrow stream on disk
+    got, stats = rows_of([f], tok, tmp_path)
+    assert got.column_names == want.column_names
+    assert all(got[c][:] == want[c][:] for c in want.column_names)
+    assert (stats.sentences, stats.text_columns, stats.files) == (3, ["sent0", "sent1", "hard_neg"], [str(f)])
+    assert stats.cache_dir != want_stats.cache_dir  # the format is part of the key
+
+
+def test_arrow_rows_by_parts_and_bad_rows_named_by_row(tok, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [(f"anchor {i}", f"positive {i}", f"negative {i}") for i in range(40)]
+    f = tmp_path / "big.arrow"
+    feather.write_feather(table(rows), f, chunksize=7)
+    whole, _ = rows_of([f], tok, tmp_path)
+    monkeypatch.setattr(token_cache, "PART_ROWS", 9)  # parts across record batches
+    parted, stats = rows_of([f], tok, tmp_path / "parted")
+    assert len(parted.cache_files) == 5 and parted["input_ids_2"][:] == whole["input_ids_2"][:]
+    bad = [*rows[:3], ("a", None, "c"), ("d", "e", "")]
+    g = tmp_path / "bad.feather"
+    feather.write_feather(table(bad), g)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(g))}: row 4: no value in 'sent1' \(missing or null\)"):
+        rows_of([g], tok, tmp_path)
+    ds, stats = rows_of([g], tok, tmp_path, skip_bad_rows=True)
+    assert (len(ds), stats.bad_rows_skipped) == (3, 2)
+    ds, stats = rows_of([g], tok, tmp_path, allow_missing_negatives=True, skip_bad_rows=True)
+    assert (len(ds), stats.rows_by_negatives) == (4, [1, 3])  # the empty negative is absent, the null anchor bad
+
+
+def test_arrow_refusals_name_the_file(tmp_path: Path) -> None:
+    numbers = tmp_path / "n.feather"
+    feather.write_feather(pa.table({"sent0": ["a"], "sent1": [3]}), numbers)
+    with pytest.raises(ValueError, match=r"n\.feather: the column 'sent1' holds int64; expected text \(strings\)"):
+        open_file(numbers, False, ReadOptions())
+    junk = tmp_path / "j.arrow"
+    junk.write_bytes(b"not arrow at all\n")
+    with pytest.raises(ValueError, match=r"j\.arrow: not a readable Arrow file .*expected an Arrow IPC or Feather"):
+        open_file(junk, False, ReadOptions())
+    with pytest.raises(ValueError, match=r"x\.arrow\.gz is a compressed Arrow file: decompress it first"):
+        check_file_name(tmp_path / "x.arrow.gz")
+    with pytest.raises(FileNotFoundError, match=r"training file not found: .*nope\.feather"):
+        open_file(tmp_path / "nope.feather", False, ReadOptions())
+
+
+def test_formats_suffixes_and_refusals_come_from_the_registry(tmp_path: Path) -> None:
+    suffixes = {s: cls for cls in FILE_SOURCES for s in cls.suffixes}
+    assert {".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".arrow", ".feather"} == set(suffixes)
+    for suffix, cls in suffixes.items():
+        assert source_class(f"a{suffix.upper()}") is cls and column_format(f"a{suffix}.gz") == cls.format
+        with pytest.raises(ValueError, match=rf"is named as {cls.format}: column formats \(.*\) are read by column"):
+            check_file_name(f"a{suffix}", by_column=False)
+        listed = re.escape(", ".join(suffixes))
+        with pytest.raises(ValueError, match=rf"allow_missing_negatives .*expected a column file \({listed}\)"):
+            check_file_name("a.txt", allow_missing_negatives=True)
+    assert source_class("a.txt") is source_class("a") is source_class("a.txt.gz") is TextLines
+    assert ArrowFile in FILE_SOURCES and column_format("a.txt") is None
