@@ -275,13 +275,14 @@ NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 
 def collate(tok):
-    """Pad a list of texts (max 16 tokens) and add their sentence keys."""
+    """Pad a list of texts (max 16 tokens) and add their sentence keys: a batch of kind ``views``."""
     from simcse_weince.losses.duplicates import sentence_keys
+    from simcse_weince.losses.layout import BatchKind
 
-    def fn(texts: list[str]) -> dict[str, torch.Tensor]:
+    def fn(texts: list[str]) -> dict:
         batch = dict(tok(texts, padding=True, truncation=True, max_length=16, return_tensors="pt"))
         batch["sentence_key"] = sentence_keys(batch["input_ids"], batch["attention_mask"])
-        return batch
+        return batch | {"kind": BatchKind.VIEWS}
 
     return fn
 

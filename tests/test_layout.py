@@ -4,6 +4,7 @@ imported across packages. Checked on the source (imports inside functions includ
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,8 @@ MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 def graph() -> dict[str, set[str]]:
     """Module -> project modules it imports. ``from pkg import mod`` imports ``pkg.mod``; importing a
     subpackage (its ``__init__``) counts as importing every module inside it, so a module and a package that
-    import each other (``encoding`` -> ``modeling``, ``modeling.export`` -> ``encoding``) form a cycle."""
+    import each other (``text.corpus`` -> ``text.sources``, ``text.sources.hub`` -> ``text.corpus``) would form a
+    cycle; a module importing its own package (``text.sources.lines`` -> ``text.sources``) is not an edge."""
     edges: dict[str, set[str]] = {}
     for name, path in MODULES.items():
         targets = set()
@@ -143,3 +145,46 @@ def test_every_command_runs_as_a_module(command: str) -> None:
     tree = ast.parse((PACKAGE / "cli" / f"{command}.py").read_text(encoding="utf-8"))
     guards = [n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
     assert guards and "SystemExit(main())" in ast.unparse(guards[0])
+
+
+# A batch's kind (views, pairs, triplets) is its ``kind`` field (losses.layout.BatchKind), decided by the collator;
+# no library branches on the shape of its tensors to find it. A shape test may only guard a ``raise``.
+SHAPE = re.compile(r"\b(input_ids|attention_mask|keys|sentence_key)\b(\[[^]]*\])?\.(ndim\b|dim\(\)|shape\b)")
+
+
+def shape_branches(source: str) -> list[str]:
+    """The ``if`` tests (and conditional expressions) of ``source`` that read a batch tensor's shape and do more
+    than raise, and every membership test of a second text column (``"input_ids_1" in ...``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If | ast.IfExp) and SHAPE.search(ast.unparse(node.test)):
+            body = node.body if isinstance(node, ast.If) else [node.body]
+            if not all(isinstance(b, ast.Raise) for b in body):
+                found.append(ast.unparse(node.test))
+        elif isinstance(node, ast.Compare) and any(isinstance(op, ast.In | ast.NotIn) for op in node.ops):
+            left = node.left
+            if isinstance(left, ast.Constant) and left.value == "input_ids_1":
+                found.append(ast.unparse(node))
+    return found
+
+
+def test_shape_branches_are_found() -> None:
+    """The check finds the spellings that inferred supervision before the batch had a kind."""
+    old = (
+        "if input_ids.ndim == 3:\n    return rows()\n"
+        "if keys is None or keys.ndim != 2 or keys.shape[1] < 3:\n    return None\n"
+        "if 'input_ids_1' in rows[0]:\n    pass\n"
+        "x = a if keys.ndim == 2 else b\n"
+    )
+    assert len(shape_branches(old)) == 4
+    assert shape_branches("if input_ids.dim() != 2:\n    raise ValueError('x')\n") == []
+
+
+def test_no_library_infers_the_batch_kind_from_a_shape() -> None:
+    bad = {
+        name: found
+        for name, path in MODULES.items()
+        if subpackage(name) in {"text", "training", "losses", "vision"}
+        and (found := shape_branches(path.read_text(encoding="utf-8")))
+    }
+    assert bad == {}

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from simcse_weince.losses.layout import Layout, Negatives, ScoreMatrix, score_matrix, validate_layout
+from simcse_weince.losses.layout import BatchKind, Layout, Negatives, ScoreMatrix, score_matrix, validate_layout
 
 
 def check_positive(name: str, value: float) -> None:
@@ -88,6 +88,7 @@ class ContrastiveLoss(nn.Module):
         negative_mask: torch.Tensor | None = None,
         negatives: Negatives | None = None,
         absent_negatives: torch.Tensor | None = None,
+        kind: BatchKind | None = None,
     ) -> torch.Tensor:
         """Scalar loss of a batch.
 
@@ -101,14 +102,19 @@ class ContrastiveLoss(nn.Module):
                 a sequence of k (B, D) tensors; row i of each is a hard negative of anchor i.
             absent_negatives: optional (k, B) bool, True where row i has no hard negative in column c (pairs
                 and triplets in one batch): that candidate is no one's, in the softmax and the statistics.
+            kind: the batch's :class:`~simcse_weince.losses.layout.BatchKind`, when the caller knows it: hard
+                negatives are then given exactly for ``triplets``.
 
         Returns:
             0-d float32 tensor.
 
         Raises:
             ValueError: mismatched shapes, fewer than 2 rows in the (global) batch, NaN or Inf embeddings,
-                ``negatives`` with the ``"ntxent"`` layout.
+                ``negatives`` with the ``"ntxent"`` layout, ``negatives`` that ``kind`` does not hold.
         """
+        if kind is not None and BatchKind(kind).has_negatives != (negatives is not None):
+            given = "given" if negatives is not None else "missing"
+            raise ValueError(f"a batch of kind {BatchKind(kind).value} with hard negatives {given}")
         lay = score_matrix(
             anchors, positives, self.layout, negative_mask, self.gather_across_devices, negatives=negatives,
             absent_negatives=absent_negatives,

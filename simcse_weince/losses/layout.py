@@ -42,9 +42,10 @@ the single-process global-batch matrix, with B replaced by the global batch N = 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from enum import Enum
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -55,6 +56,49 @@ Layout = Literal["simcse", "ntxent"]
 LAYOUTS: tuple[str, ...] = ("simcse", "ntxent")
 # Hard negatives of the supervised layout: a (k, B, D) tensor or k tensors of (B, D), k >= 0.
 Negatives = torch.Tensor | Sequence[torch.Tensor]
+
+
+class BatchKind(str, Enum):
+    """What a batch holds, decided once where the batch is made (the collator) and carried as its ``kind``
+    field to the model, the trainer's hooks and the loss, which never infer it from a tensor's shape.
+
+    ``views``: examples seen twice (SimCSE's dropout views, SimCLR's augmentations); ``pairs``: rows of
+    (anchor, positive); ``triplets``: rows of (anchor, positive, k ≥ 1 hard negatives), some of which may be
+    absent (pairs among triplets).
+    """
+
+    VIEWS = "views"
+    PAIRS = "pairs"
+    TRIPLETS = "triplets"
+
+    @classmethod
+    def of_width(cls, texts_per_row: int) -> BatchKind:
+        """The kind of rows of ``texts_per_row`` texts: 1 views, 2 pairs, 3 or more triplets."""
+        if texts_per_row < 1:
+            raise ValueError(f"a row holds at least one text, got {texts_per_row}")
+        return cls.VIEWS if texts_per_row == 1 else cls.PAIRS if texts_per_row == 2 else cls.TRIPLETS
+
+    @property
+    def rows(self) -> bool:
+        """Whether each row holds different texts (pairs, triplets), not two views of one."""
+        return self is not BatchKind.VIEWS
+
+    @property
+    def has_negatives(self) -> bool:
+        """Whether the rows carry hard negatives (the supervised layout's B × (1+k)B scores)."""
+        return self is BatchKind.TRIPLETS
+
+
+def batch_kind(batch: Mapping[str, Any]) -> BatchKind:
+    """The ``kind`` field of a batch.
+
+    Raises:
+        ValueError: the batch has none (a batch made by hand: set ``kind``, as the collators do).
+    """
+    kind = batch.get("kind")
+    if kind is None:
+        raise ValueError("the batch has no 'kind' field; expected one of views, pairs, triplets (the collators set it)")
+    return BatchKind(kind)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from simcse_weince.losses.duplicates import ABSENT_KEY, sentence_key
+from simcse_weince.losses.layout import BatchKind
 from simcse_weince.text.reading import STRIP
 
 
@@ -114,7 +115,13 @@ def single_row_tail(num_rows: int, batch_size: int, processes: int, gather_acros
 
 
 class SimCSECollator:
-    """Pads a list of ``{"input_ids": [...]}`` rows dynamically and adds ``sentence_key`` (B,) int64.
+    """Pads a list of token-cache rows into a batch and says what kind of batch it is.
+
+    Rows of one text (``input_ids``) make a batch of kind ``views`` (each sentence encoded twice): ``input_ids``
+    and ``attention_mask`` (B, L), ``sentence_key`` (B,) int64. Rows of n ≥ 2 texts (``input_ids``,
+    ``input_ids_1``, ...) make ``pairs`` (n = 2) or ``triplets`` (n ≥ 3): see :meth:`collate_columns`. The
+    kind is decided here, from the rows' columns, once, and carried as the batch's ``kind`` field
+    (:class:`~simcse_weince.losses.layout.BatchKind`); nothing downstream reads it from a shape.
 
     Rows from the token cache carry their ``sentence_key`` (computed once, when the cache was built); for
     rows without one it is computed here from the ids, the same key.
@@ -124,23 +131,24 @@ class SimCSECollator:
         self.tokenizer = tokenizer
         self.pad_to_multiple_of = pad_to_multiple_of
 
-    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        if "input_ids_1" in rows[0]:
-            return self.collate_columns(rows)
+    def __call__(self, rows: list[dict]) -> dict:
+        n = 1
+        while token_column_names(n)[0] in rows[0]:
+            n += 1
+        kind = BatchKind.of_width(n)
+        if kind.rows:
+            return self.collate_columns(rows, n) | {"kind": kind}
         ids = [r["input_ids"] for r in rows]
         batch = self.tokenizer.pad({"input_ids": ids}, pad_to_multiple_of=self.pad_to_multiple_of, return_tensors="pt")
         keys = [r["sentence_key"] if "sentence_key" in r else sentence_key(r["input_ids"]) for r in rows]
         batch["sentence_key"] = torch.tensor(keys, dtype=torch.int64)
-        return dict(batch)
+        return dict(batch) | {"kind": kind}
 
-    def collate_columns(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+    def collate_columns(self, rows: list[dict], n: int) -> dict[str, torch.Tensor]:
         """Rows of n texts (anchor, positive, hard negatives: the token cache's ``input_ids``, ``input_ids_1``,
         ...): ``input_ids`` and ``attention_mask`` (B, n, L), all texts padded to one length, and
         ``sentence_key`` (B, n). An absent hard negative (ids ``[]``) is all padding, attention mask 0, with the
         key :data:`~simcse_weince.losses.duplicates.ABSENT_KEY`."""
-        n = 1
-        while f"input_ids_{n}" in rows[0]:
-            n += 1
         names = [token_column_names(j) for j in range(n)]
         ids = [r[ids_name] for r in rows for ids_name, _, _ in names]  # row-major: row r's n texts together
         batch = self.tokenizer.pad({"input_ids": ids}, pad_to_multiple_of=self.pad_to_multiple_of, return_tensors="pt")

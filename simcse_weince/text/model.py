@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 
+from simcse_weince.losses.layout import BatchKind
 from simcse_weince.text.poolers import needs_hidden_states, pool, validate_pooler
 
 
@@ -90,17 +91,25 @@ class SimCSEModel(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
+        kind: BatchKind = BatchKind.VIEWS,
     ) -> dict[str, torch.Tensor]:
         """One forward over the batch; returns ``anchors`` and ``positives`` (B, H), and ``negatives`` (k, B, H).
 
-        Unsupervised rows, ``input_ids`` (B, L): each sentence is encoded twice (two dropout views, SimCSE).
-        Supervised rows, ``input_ids`` (B, n, L) with n = 2 + k texts per row (anchor, positive, k hard
+        ``kind`` is the batch's field (the collator's :class:`~simcse_weince.losses.layout.BatchKind`). A batch
+        of ``views``, ``input_ids`` (B, L): each sentence is encoded twice (two dropout views, SimCSE). Rows of
+        ``pairs`` or ``triplets``, ``input_ids`` (B, n, L) with n = 2 + k texts per row (anchor, positive, k hard
         negatives: the collator's layout): each text once, all B·n in one forward (SimCSE's supervised mode).
         A text without a token (attention mask all 0: a row's absent hard negative) is not encoded; its
         embedding is the zero vector, and the loss leaves it out of every anchor's candidates (``absent_negatives``).
+
+        Raises:
+            ValueError: ``input_ids`` that are not (B, L) for views, or not (B, n, L) with n ≥ 2 for rows.
         """
-        if input_ids.ndim == 3:
-            return self._forward_rows(input_ids, attention_mask, token_type_ids)
+        kind = BatchKind(kind)
+        if kind.rows:
+            return self._forward_rows(input_ids, attention_mask, token_type_ids, kind)
+        if input_ids.dim() != 2:
+            raise ValueError(f"a batch of kind views has (B, L) input_ids, got {tuple(input_ids.shape)}")
         b = input_ids.shape[0]
         ids = torch.cat([input_ids, input_ids])  # (2B, L): one forward, two dropout views
         mask = torch.cat([attention_mask, attention_mask])
@@ -113,12 +122,12 @@ class SimCSEModel(nn.Module):
         z = self._pooled(self.pooler, input_ids, attention_mask, token_type_ids)
         return z if self.mlp is None else self.mlp(z)
 
-    def _forward_rows(self, input_ids, attention_mask, token_type_ids) -> dict[str, torch.Tensor]:
+    def _forward_rows(self, input_ids, attention_mask, token_type_ids, kind: BatchKind) -> dict[str, torch.Tensor]:
+        want = "n = 2" if kind is BatchKind.PAIRS else "n ≥ 3"
+        if input_ids.dim() != 3 or (input_ids.shape[1] == 2) != (kind is BatchKind.PAIRS) or input_ids.shape[1] < 2:
+            raise ValueError(f"a batch of kind {kind.value} has (B, n, L) input_ids with {want}, got "
+                             f"{tuple(input_ids.shape)}")  # fmt: skip
         b, n, length = input_ids.shape
-        if n < 2:
-            raise ValueError(
-                f"supervised rows need at least 2 texts (anchor, positive), got input_ids {tuple(input_ids.shape)}"
-            )
         flat = input_ids.transpose(0, 1).reshape(n * b, length)  # (n·B, L), column-major: all anchors first
         mask = attention_mask.transpose(0, 1).reshape(n * b, length)
         tti = None if token_type_ids is None else token_type_ids.transpose(0, 1).reshape(n * b, length)

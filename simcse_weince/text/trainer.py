@@ -22,6 +22,7 @@ from torch import nn
 from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import STSTask
 from simcse_weince.losses.duplicates import ABSENT_KEY, duplicate_mask, supervised_duplicate_mask
+from simcse_weince.losses.layout import BatchKind, batch_kind
 from simcse_weince.text.encoder import SimCSEEncoder
 from simcse_weince.training.trainer import ContrastiveTrainer
 
@@ -78,7 +79,8 @@ class STSEvaluator:
 
 
 class SimCSETrainer(ContrastiveTrainer):
-    """Unsupervised SimCSE with a contrastive loss module (:class:`InfoNCELoss` or :class:`WeinceLoss`).
+    """SimCSE, unsupervised (batches of views) and supervised (rows of pairs or triplets), with a contrastive
+    loss module (:class:`InfoNCELoss` or :class:`WeinceLoss`).
 
     Args:
         loss: the loss module (SimCSE layout); its ``gather_across_devices`` decides whether negatives and
@@ -95,24 +97,18 @@ class SimCSETrainer(ContrastiveTrainer):
 
     def absent_negatives(self, inputs: dict[str, Any]) -> torch.Tensor | None:
         keys = inputs.get("sentence_key")
-        if keys is None or keys.ndim != 2 or keys.shape[1] < 3:
+        if keys is None or batch_kind(inputs) is not BatchKind.TRIPLETS:
             return None
         return (keys[:, 2:] == ABSENT_KEY).T  # (k, B): the collator's key of a row's absent hard negative
 
     def negative_mask(self, inputs: dict[str, Any]) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
         keys = inputs.pop("sentence_key", None)
-        if keys is None:
+        if keys is None or not self.mask_duplicates:
             return None, {}
-        extra = {}
-        absent = self.absent_negatives({"sentence_key": keys})
-        if absent is not None:  # summed over the processes when logged: this process's rows
-            extra["absent_negatives_per_step"] = absent.sum().float()
-        if not self.mask_duplicates:
-            return None, extra
         gathered = self.contrastive_loss.gather_across_devices
-        if keys.ndim == 2:  # supervised rows (B, n): anchor, positive, hard negatives (an absent one matches none)
+        if batch_kind(inputs).rows:  # keys (B, n): anchor, positive, hard negatives (an absent one matches none)
             mask = supervised_duplicate_mask(keys[:, 0], keys[:, 1], list(keys[:, 2:].T), gathered)
-            return mask, extra | {"duplicates_masked_per_step": mask.sum().float()}
+            return mask, {"duplicates_masked_per_step": mask.sum().float()}
         mask = duplicate_mask(keys, gathered)
         # pairs masked beyond each anchor's own positive
         return mask, {"duplicates_masked_per_step": (mask.sum() - keys.numel()).float()}

@@ -33,6 +33,7 @@ from transformers import Trainer
 from transformers.trainer_utils import EvalLoopOutput
 
 from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
 from simcse_weince.training.hub import push_folder, repo_name
 from simcse_weince.training.run_record import save_record
@@ -86,18 +87,21 @@ class ContrastiveTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         inputs = dict(inputs)
+        kind = inputs.get("kind")  # the collator's BatchKind (None: a model whose batches carry none)
         absent = self.absent_negatives(inputs)
         negative_mask, extra = self.negative_mask(inputs)
+        if absent is not None:  # summed over the processes when logged: this process's rows
+            extra["absent_negatives_per_step"] = absent.sum().float()
         chunks = self.gradient_cache_chunks(model, inputs)
         if chunks is None:
             views = self.embed_views(model, inputs)
             with torch.profiler.record_function("loss"):  # a label in profiles (bench/train_throughput.py --profile)
                 loss = self.contrastive_loss(
                     views["anchors"], views["positives"], negative_mask=negative_mask,
-                    negatives=views.get("negatives"), absent_negatives=absent,
+                    negatives=views.get("negatives"), absent_negatives=absent, kind=kind,
                 )  # fmt: skip
         else:
-            loss, views = self.cached_loss(model, chunks, negative_mask, absent)
+            loss, views = self.cached_loss(model, chunks, negative_mask, absent, kind)
         if model.training:
             self.accumulate_diagnostics(extra)
         return (loss, views) if return_outputs else loss
@@ -116,6 +120,7 @@ class ContrastiveTrainer(Trainer):
         chunks: list[dict[str, Any]],
         negative_mask: torch.Tensor | None,
         absent_negatives: torch.Tensor | None = None,
+        kind: BatchKind | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The full-batch loss over ``chunks`` with a gradient-cached backward, and the detached views.
 
@@ -146,7 +151,7 @@ class ContrastiveTrainer(Trainer):
             with torch.profiler.record_function("loss"):
                 return self.contrastive_loss(
                     anchors, positives, negative_mask=negative_mask, negatives=negatives,
-                    absent_negatives=absent_negatives,
+                    absent_negatives=absent_negatives, kind=kind,
                 )  # fmt: skip
 
         def replay_context(last: bool) -> AbstractContextManager:

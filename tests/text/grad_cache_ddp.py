@@ -27,7 +27,7 @@ def main() -> None:
     assert world > 1, "run under a multi-process launcher"
     batch = collate(AutoTokenizer.from_pretrained(folder))(texts)  # padded together, as one process would
     rows = len(texts) // world
-    local = {k: v[rank * rows : (rank + 1) * rows] for k, v in batch.items()}
+    local = {k: v[rank * rows : (rank + 1) * rows] if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     ddp = t.accelerator.prepare(model)
     assert isinstance(ddp, torch.nn.parallel.DistributedDataParallel)
     calls = [0]

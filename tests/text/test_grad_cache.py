@@ -13,6 +13,7 @@ import torch
 from transformers import AutoTokenizer, TrainerCallback
 
 from simcse_weince.losses.duplicates import ABSENT_KEY, duplicate_mask, sentence_key, supervised_duplicate_mask
+from simcse_weince.losses.layout import BatchKind
 from simcse_weince.text.model import SimCSEModel
 from simcse_weince.training.grad_cache import RngState, split_batch
 from tests.helpers import (
@@ -47,7 +48,7 @@ def batch(tiny_bert_dir: Path, wiki_sample: Path) -> dict[str, torch.Tensor]:
 def cached_step(model: SimCSEModel, out: Path, chunk: int, batch: dict, seed: int) -> tuple[torch.Tensor, dict]:
     device = next(model.parameters()).device
     t = trainer(model, out, chunk, use_cpu=device.type == "cpu")
-    batch = {k: v.to(device) for k, v in batch.items()}
+    batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     torch.manual_seed(seed)
     loss = t.compute_loss(model, batch)
     (loss / 2).backward()  # as the Trainer does with gradient_accumulation_steps = 2
@@ -66,7 +67,7 @@ def test_dropout_on_cached_gradients_equal_the_uncached_step_with_the_same_masks
     loss, got = cached_step(model, tmp_path, chunk, batch, seed=1)
 
     torch.manual_seed(1)
-    batch = {k: v.to(device) for k, v in batch.items()}
+    batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     inputs = {k: v for k, v in batch.items() if k != "sentence_key"}
     views = [model(**c) for c in split_batch(inputs, chunk)]
     anchors, positives = torch.cat([v["anchors"] for v in views]), torch.cat([v["positives"] for v in views])
@@ -111,7 +112,7 @@ def mixed_rows(tiny_bert_dir: Path, wiki_sample: Path) -> dict[str, torch.Tensor
     ids = [tok(c, truncation=True, max_length=16)["input_ids"] if c else [] for row in cells for c in row]
     keys = [[sentence_key(x) if x else ABSENT_KEY for x in ids[3 * i : 3 * i + 3]] for i in range(B)]
     batch = {k: v.view(B, 3, -1) for k, v in tok.pad({"input_ids": ids}, return_tensors="pt").items()}
-    return batch | {"sentence_key": torch.tensor(keys)}
+    return batch | {"sentence_key": torch.tensor(keys), "kind": BatchKind.TRIPLETS}
 
 
 @pytest.mark.parametrize("dropout", [True, False])

@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from simcse_weince.losses.layout import BatchKind
 from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
 from simcse_weince.text.export import export_sentence_transformer
 from simcse_weince.text.model import SimCSEModel, inference_pooler_for, load_hf_encoder
@@ -104,7 +105,7 @@ def test_absent_hard_negatives_are_not_encoded(tiny_bert_dir: Path) -> None:
     texts = [["a cat", "a kitten", "a dog"], ["a car", "a vehicle", ""], ["the sun", "a star", ""]]
     ids = [tok(t)["input_ids"] if t else [] for row in texts for t in row]
     batch = tok.pad({"input_ids": ids}, return_tensors="pt")
-    batch = {k: v.view(3, 3, -1) for k, v in batch.items()}
+    batch = {k: v.view(3, 3, -1) for k, v in batch.items()} | {"kind": BatchKind.TRIPLETS}
     seen: list[int] = []
     model.encoder.embeddings.register_forward_hook(lambda m, i, o: seen.append(o.shape[0]))
     out = model(**batch)

@@ -18,6 +18,7 @@ from experiments.sick_nli import build_rows, read_sick
 from simcse_weince.cli.train_text import run
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.duplicates import ABSENT_KEY
+from simcse_weince.losses.layout import BatchKind
 from simcse_weince.text.trainer import SimCSETrainer
 from tests.helpers import NO_DROPOUT, accelerate_launch, argv, text_run_args
 
@@ -53,11 +54,12 @@ class ModelInputs(TrainerCallback):
 
 class LossCalls(list):
     """The shape of ``negatives`` at every loss call (None: no hard negatives), and in ``absent`` how many of
-    them were absent (None: not given)."""
+    them were absent (None: not given); in ``kinds`` the batch kind given with it."""
 
     def __init__(self) -> None:
         super().__init__()
         self.absent: list[int | None] = []
+        self.kinds: list[BatchKind | None] = []
 
 
 @pytest.fixture
@@ -65,10 +67,11 @@ def loss_calls(monkeypatch: pytest.MonkeyPatch) -> LossCalls:
     calls = LossCalls()
     forward = ContrastiveLoss.forward
 
-    def spy(self, anchors, positives, negative_mask=None, negatives=None, absent_negatives=None):
+    def spy(self, anchors, positives, negative_mask=None, negatives=None, absent_negatives=None, kind=None):
         calls.append(None if negatives is None else tuple(torch.as_tensor(torch.stack(list(negatives))).shape))
         calls.absent.append(None if absent_negatives is None else int(absent_negatives.sum()))
-        return forward(self, anchors, positives, negative_mask, negatives, absent_negatives)
+        calls.kinds.append(kind)
+        return forward(self, anchors, positives, negative_mask, negatives, absent_negatives, kind)
 
     monkeypatch.setattr(ContrastiveLoss, "forward", spy)
     return calls
@@ -101,6 +104,7 @@ def test_supervised_rows_reach_the_model_and_the_loss(
     training_calls = [c for c in loss_calls if c is not None] if n == 3 else loss_calls
     assert training_calls[:3] == ([(1, 16, 32)] * 3 if n == 3 else [None] * 3)
     assert results["loss"]["hard_negative_weight"] == 1.0 and results["inference_pooler"] == "cls"
+    assert loss_calls.kinds[:3] == [BatchKind.PAIRS if n == 2 else BatchKind.TRIPLETS] * 3  # the collator's field
     absent = [x for x, c in zip(loss_calls.absent, loss_calls, strict=True) if c is not None][:3]
     if kind == "mixed":  # 1,033 of 1,284 rows are pairs: most of each batch's negatives are absent
         assert all(8 <= x <= 16 for x in absent), absent
@@ -130,19 +134,21 @@ def test_the_trainer_finds_absent_negatives_by_their_key() -> None:
     for dup in (False, True):
         trainer = SimpleNamespace(contrastive_loss=loss, mask_duplicates=dup)
         trainer.absent_negatives = lambda inputs, t=trainer: SimCSETrainer.absent_negatives(t, inputs)
-        inputs = {"sentence_key": keys.clone()}
+        inputs = {"sentence_key": keys.clone(), "kind": BatchKind.TRIPLETS}
         absent = SimCSETrainer.absent_negatives(trainer, inputs)
         assert torch.equal(absent, torch.tensor([[False, True, True]])) and "sentence_key" in inputs
         mask, extra = SimCSETrainer.negative_mask(trainer, inputs)
-        assert extra["absent_negatives_per_step"] == 2 and "sentence_key" not in inputs
+        assert "sentence_key" not in inputs
         if dup:
             want = torch.zeros(3, 6, dtype=torch.bool)
             want[0, 2] = True  # p2 = anchor 0's sentence
             assert torch.equal(mask, want) and extra["duplicates_masked_per_step"] == 1
         else:
             assert mask is None and "duplicates_masked_per_step" not in extra
-    pairs = {"sentence_key": torch.tensor([[1, 2], [4, 5]])}
+    pairs = {"sentence_key": torch.tensor([[1, 2], [4, 5]]), "kind": BatchKind.PAIRS}
     assert SimCSETrainer.absent_negatives(SimpleNamespace(), pairs) is None
+    with pytest.raises(ValueError, match="the batch has no 'kind' field"):
+        SimCSETrainer.absent_negatives(SimpleNamespace(), {"sentence_key": keys})
 
 
 @pytest.mark.slow
