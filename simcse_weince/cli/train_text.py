@@ -32,6 +32,7 @@ from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
 from simcse_weince.training.ending import exit_code, finish_run
 from simcse_weince.training.run import card_facts, start_run, train_and_record
+from simcse_weince.training.run_record import RunState
 
 logger = logging.getLogger(__name__)
 ARG_GROUPS = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
@@ -48,11 +49,11 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     model_args, data_args, loss_args, args = parse_config(ARG_GROUPS, argv)
     loss = loss_args.build("simcse")
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": args}
-    with start_run(groups) as t_start:  # the output folder locked for this run, the resume checked
-        return train(groups, loss, t_start, callbacks)
+    with start_run(groups) as state:  # the output folder locked for this run, the resume checked
+        return train(groups, loss, state, callbacks)
 
 
-def train(groups: dict, loss, t_start: float, callbacks: Sequence[TrainerCallback]) -> dict:
+def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallback]) -> dict:
     model_args, data_args, loss_args, args = groups.values()
     model_path = check_model_source(model_args.model_name_or_path)
     tokenizer_path = check_model_source(model_args.tokenizer_name) if model_args.tokenizer_name else model_path
@@ -75,7 +76,7 @@ def train(groups: dict, loss, t_start: float, callbacks: Sequence[TrainerCallbac
     trainer = SimCSETrainer(
         model=model, args=args, train_dataset=corpus, data_collator=SimCSECollator(tokenizer),
         processing_class=tokenizer, evaluator=evaluators["stsb_dev"], loss=loss,
-        mask_duplicates=loss_args.mask_duplicates, callbacks=list(callbacks) or None,
+        mask_duplicates=loss_args.mask_duplicates, callbacks=list(callbacks) or None, run_state=state,
     )  # fmt: skip
 
     def scores() -> dict[str, float]:
@@ -105,7 +106,7 @@ def train(groups: dict, loss, t_start: float, callbacks: Sequence[TrainerCallbac
     def export(folder: Path) -> Path:
         return export_sentence_transformer(model, tokenizer, folder, max_seq_length=max_len, normalize=normalize)
 
-    finish_run(trainer, results, export=export, render_card=card, what="SentenceTransformer model", t_start=t_start)
+    finish_run(trainer, results, export=export, render_card=card, what="SentenceTransformer model")
     if trainer.is_world_process_zero():
         print_summary(results)
     return results

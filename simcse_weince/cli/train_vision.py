@@ -21,6 +21,7 @@ from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
 from simcse_weince.training.ending import exit_code, finish_run
 from simcse_weince.training.run import card_facts, start_run, train_and_record
+from simcse_weince.training.run_record import RunState
 from simcse_weince.vision.arguments import SimCLRTrainingArguments, VisionDataArguments, VisionModelArguments
 from simcse_weince.vision.data import collate
 from simcse_weince.vision.model import SimCLRModel, save_simclr
@@ -37,11 +38,11 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     model_args, data_args, loss_args, args = parse_config(ARG_GROUPS, argv)
     loss = loss_args.build("ntxent")
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": args}
-    with start_run(groups) as t_start:  # the output folder locked for this run, the resume checked
-        return train(groups, loss, t_start, callbacks)
+    with start_run(groups) as state:  # the output folder locked for this run, the resume checked
+        return train(groups, loss, state, callbacks)
 
 
-def train(groups: dict, loss, t_start: float, callbacks: Sequence[TrainerCallback]) -> dict:
+def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallback]) -> dict:
     model_args, data_args, loss_args, args = groups.values()
     train, probe_train, probe_test, num_classes = build_datasets(data_args)
     sizes = {"train": len(train), "probe_train": len(probe_train), "probe_test": len(probe_test)}
@@ -60,7 +61,7 @@ def train(groups: dict, loss, t_start: float, callbacks: Sequence[TrainerCallbac
     evaluator = KNNEvaluator(probe_train, probe_test, num_classes, bs, args.device, show)
     trainer = SimCLRTrainer(
         model=model, args=args, train_dataset=train, data_collator=collate, evaluator=evaluator, loss=loss,
-        callbacks=list(callbacks) or None,
+        callbacks=list(callbacks) or None, run_state=state,
     )  # fmt: skip
     results: dict = {}
     if data_args.eval_before_training:
@@ -81,7 +82,7 @@ def train(groups: dict, loss, t_start: float, callbacks: Sequence[TrainerCallbac
 
     finish_run(
         trainer, results, export=lambda folder: save_simclr(model, folder, config), render_card=card,
-        what="backbone", t_start=t_start,
+        what="backbone",
     )  # fmt: skip
     if trainer.is_world_process_zero():
         table = results_table(results)

@@ -166,7 +166,6 @@ class ContrastiveTrainingArguments(TrainingArguments):
                 self.fp16 = torch.cuda.is_available()
             else:
                 self.fp16, self.bf16 = self.precision == "fp16", self.precision == "bf16"
-        self.hub_error: str | None = None  # set when an optional Hub push was turned off by a failed check
         if not self.use_cpu and not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             # A multi-process launch (accelerate --multi_gpu, torchrun) on a machine without CUDA: run the
             # processes on the CPU with gloo instead of falling back to N independent single-process runs.

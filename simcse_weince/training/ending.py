@@ -40,17 +40,17 @@ def finish_run(
     export: Callable[[Path], Path],
     render_card: Callable[[str], str],
     what: str,
-    t_start: float,
 ) -> dict[str, Any]:
     """Export, push, card, ``results.json`` (main process only; other processes return ``results`` as given).
 
     Args:
-        trainer: the finished trainer (its ``args`` carry ``push_to_hub``, ``hub_error``, ``hub_push_optional``).
+        trainer: the finished trainer: its ``args`` carry ``push_to_hub`` and ``hub_push_optional``, its
+            ``run_state`` the start time and an optional push's ``hub_error``
+            (:class:`~simcse_weince.training.run_record.RunState`).
         results: the run's record so far; completed in place.
         export: writes the model folder at the given path (no ``README.md``) and returns it.
         render_card: the model card for a usage path (the Hub repository id, or :data:`LOCAL_USAGE_PATH`).
         what: what the folder holds, for the commit message (``"SentenceTransformer model"``).
-        t_start: ``time.perf_counter()`` at the start of the run.
     """
     args = trainer.args
     if not trainer.is_world_process_zero():
@@ -66,8 +66,8 @@ def finish_run(
         except HubPushError as err:
             logger.error("%s", err)
             results["hub_error"] = str(err)
-    elif getattr(args, "hub_error", None):
-        results["hub_error"] = args.hub_error  # an optional push turned off before training
+    elif trainer.run_state.hub_error:
+        results["hub_error"] = trainer.run_state.hub_error  # an optional push turned off before training
     (model_dir / CARD).write_text(render_card(trainer.hub_model_id if pushed else LOCAL_USAGE_PATH), encoding="utf-8")
     if pushed:
         try:
@@ -76,7 +76,7 @@ def finish_run(
             logger.error("%s", err)
             results["hub_error"] = str(err)
     results["hub_push_optional"] = bool(getattr(args, "hub_push_optional", False))
-    results["total_seconds"] = time.perf_counter() - t_start
+    results["total_seconds"] = time.perf_counter() - trainer.run_state.started
     write_results(args.output_dir, results)
     return results
 

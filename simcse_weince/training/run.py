@@ -3,10 +3,10 @@
 A command (``cli/train_text.py``, ``cli/train_vision.py``) parses its argument groups, builds the loss (so every
 setting is validated before anything heavy loads), then::
 
-    with start_run(groups) as t0:  # logging, seed, the output folder's lock, resume checks, Hub check
-        ...  # data, model, evaluator, trainer (with the caller's extra callbacks)
+    with start_run(groups) as state:  # logging, seed, the output folder's lock, resume checks, Hub check
+        ...  # data, model, evaluator, trainer (the caller's extra callbacks, run_state=state)
         results = {**scores_before, **train_and_record(trainer, training_args), **scores_after}
-        finish_run(trainer, results, export=..., render_card=..., what=..., t_start=t0)  # training/ending.py
+        finish_run(trainer, results, export=..., render_card=..., what=...)  # training/ending.py
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ def setup_logging(training_args: TrainingArguments) -> None:
 
 
 @contextmanager
-def start_run(groups: dict[str, Any]) -> Iterator[float]:
-    """The run's setting-up and its folder, for the ``with`` block of a command; yields the start time.
+def start_run(groups: dict[str, Any]) -> Iterator[run_record.RunState]:
+    """The run's setting-up and its folder, for the ``with`` block of a command; yields the run's state (its start
+    time, record and Hub outcome: :class:`~simcse_weince.training.run_record.RunState`), for the trainer.
 
     Sets up logging and the seed, then, before anything loads: locks ``output_dir`` for this run
     (:mod:`~simcse_weince.training.run_folder`; the main process, released when the block ends), clears it for
@@ -60,19 +61,20 @@ def start_run(groups: dict[str, Any]) -> Iterator[float]:
     setup_logging(args)
     set_seed(args.seed)
     main = args.process_index == 0
+    state = run_record.RunState(started=time.perf_counter())
     if main:
         run_folder.acquire(args.output_dir)
     try:
-        prepare_folder(args, groups, main)
+        prepare_folder(args, groups, main, state)
         if args.push_to_hub:
-            prepare_hub(args)
-        yield time.perf_counter()
+            prepare_hub(args, state)
+        yield state
     finally:
         if main:
             run_folder.release(args.output_dir)
 
 
-def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool) -> None:
+def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool, state: run_record.RunState) -> None:
     """Clear (overwrite), resolve and check the resume, or check that the folder holds no previous run."""
     resume = args.resume_from_checkpoint
     if getattr(args, "overwrite_output_dir", False):
@@ -89,7 +91,7 @@ def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool) 
             resume = str(download_last_checkpoint(repo, args.output_dir, args.hub_token, args.hub_revision))
         logger.info("resuming from %s, the last checkpoint pushed to %s", resume, repo)
     args.resume_from_checkpoint = resume_value(resume, args.output_dir, main)
-    args.run_record = run_record.run_record(groups, args.world_size)  # saved into every checkpoint
+    state.record = run_record.run_record(groups, args.world_size)  # saved into every checkpoint
     allowed = run_record.parse_allowed(getattr(args, "resume_allow_changes", None))
     unknown = allowed - run_record.fields_of(groups)
     if unknown:
@@ -98,19 +100,19 @@ def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool) 
             "(e.g. max_steps,num_train_epochs) or all"
         )
     if args.resume_from_checkpoint is not None:
-        accepted = run_record.check_resume(args.resume_from_checkpoint, args.run_record, allowed)
+        accepted = run_record.check_resume(args.resume_from_checkpoint, state.record, allowed)
         if accepted:
             logger.warning("resuming with changed settings (accepted): %s", ", ".join(accepted))
     elif not getattr(args, "overwrite_output_dir", False):
         check_fresh_output_dir(args.output_dir)
 
 
-def prepare_hub(training_args: TrainingArguments) -> None:
+def prepare_hub(training_args: TrainingArguments, state: run_record.RunState) -> None:
     """Check that the run's Hub repository can be written before anything loads.
 
     Raises:
         HubAccessError: it cannot, and ``hub_push_optional`` is off. With it on, pushing is turned off for
-            this run and the reason kept in ``training_args.hub_error`` (it goes into ``results.json``).
+            this run and the reason kept in ``state.hub_error`` (it goes into ``results.json``).
     """
     repo = repo_name(training_args.hub_model_id, training_args.output_dir)
     try:
@@ -120,7 +122,7 @@ def prepare_hub(training_args: TrainingArguments) -> None:
             raise
         logger.warning("%s -- training without pushing (hub_push_optional)", err)
         training_args.push_to_hub = False
-        training_args.hub_error = str(err)
+        state.hub_error = str(err)
         return
     logger.info("pushing to the Hub repository %s (hub_strategy %s)", full_id, training_args.hub_strategy)
 

@@ -64,6 +64,22 @@ TRAINING_FIELDS = (
 )
 
 
+@dataclasses.dataclass
+class RunState:
+    """What a run knows of itself beyond its settings, owned by the run (:func:`~simcse_weince.training.run.start_run`
+    makes it, the trainer and the ending read it), not by ``TrainingArguments``.
+
+    Attributes:
+        started: ``time.perf_counter()`` when the run began.
+        record: the run's record (:func:`run_record`), saved into every checkpoint; None until it is made.
+        hub_error: why an optional Hub push was turned off before training (it goes into ``results.json``).
+    """
+
+    started: float
+    record: dict[str, Any] | None = None
+    hub_error: str | None = None
+
+
 def file_label(path: str) -> str:
     """``<file name> (<size> bytes)`` of a local file (the name as given for anything else): the same data
     under another folder (a resume on another machine) is the same run."""

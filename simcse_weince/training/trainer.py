@@ -22,6 +22,7 @@ The training loop, checkpointing, resuming, mixed precision and multi-process tr
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
@@ -36,7 +37,7 @@ from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
 from simcse_weince.training.hub import push_folder, repo_name
-from simcse_weince.training.run_record import save_record
+from simcse_weince.training.run_record import RunState, save_record
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,14 @@ class ContrastiveTrainer(Trainer):
         *args, **kwargs: as for ``transformers.Trainer``.
     """
 
-    def __init__(self, *args: Any, loss: ContrastiveLoss, evaluator: Evaluator | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        loss: ContrastiveLoss,
+        evaluator: Evaluator | None = None,
+        run_state: RunState | None = None,
+        **kwargs: Any,
+    ) -> None:
         if evaluator is not None and kwargs.get("eval_dataset") is None:
             kwargs["eval_dataset"] = _EVALUATOR_ONLY
         super().__init__(*args, **kwargs)
@@ -63,6 +71,8 @@ class ContrastiveTrainer(Trainer):
             self.eval_dataset = None
         self.contrastive_loss = loss
         self.evaluator = evaluator
+        # the run's own state (its record saved beside every checkpoint, the Hub outcome), not TrainingArguments'
+        self.run_state = run_state if run_state is not None else RunState(started=time.perf_counter())
         self._diag_sums: dict[str, torch.Tensor] = {}
         self._diag_steps = 0
         self._warned_batch_norm = False
@@ -212,7 +222,7 @@ class ContrastiveTrainer(Trainer):
         :mod:`~simcse_weince.training.run_record`) beside the weights: a checkpoint saves its model first and its
         ``trainer_state.json`` last, so a complete checkpoint always holds the record that resuming checks."""
         super().save_model(output_dir, _internal_call)
-        record = getattr(self.args, "run_record", None)
+        record = self.run_state.record if self.run_state is not None else None
         if record is not None and self.args.should_save:
             save_record(output_dir or self.args.output_dir, record)
 

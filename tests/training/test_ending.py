@@ -11,13 +11,15 @@ import pytest
 
 from simcse_weince.training.ending import LOCAL_USAGE_PATH, exit_code, finish_run
 from simcse_weince.training.hub import HubPushError
+from simcse_weince.training.run_record import RunState
 
 
 class FakeTrainer:
     """The parts of a finished trainer that the ending reads; ``fail`` makes the n-th push fail."""
 
     def __init__(self, out: Path, push: bool, fail: set[int] = frozenset(), main: bool = True, **args) -> None:
-        self.args = SimpleNamespace(output_dir=str(out), push_to_hub=push, hub_error=None, hub_push_optional=False)
+        self.run_state = RunState(started=0.0, hub_error=args.pop("hub_error", None))
+        self.args = SimpleNamespace(output_dir=str(out), push_to_hub=push, hub_push_optional=False)
         vars(self.args).update(args)
         self.hub_model_id = "me/run"
         self.pushes: list[tuple[str, list[str] | None, str | None]] = []  # (message, patterns, card at push time)
@@ -45,7 +47,7 @@ def card(usage: str) -> str:
 
 
 def end(trainer: FakeTrainer) -> dict:
-    return finish_run(trainer, {"steps": 3}, export=export, render_card=card, what="model", t_start=0.0)
+    return finish_run(trainer, {"steps": 3}, export=export, render_card=card, what="model")
 
 
 def test_local_run_writes_the_folder_the_local_card_and_the_record(tmp_path: Path) -> None:
