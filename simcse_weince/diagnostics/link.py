@@ -1,4 +1,4 @@
-r"""Likelihood-based link selection (spec §4), fitted and reported in its identified parametrisation.
+r"""Likelihood-based link selection (``docs/algorithm.md`` §4), fitted and reported in its identified parametrisation.
 
 For anchor i with candidate scores ``s_ij`` and observed winner (its positive) ``w_i``, the nested family of the
 paper is

@@ -1,4 +1,4 @@
-"""Peaks over threshold: a generalised Pareto fit of the upper tail of similarity scores (spec §4).
+"""Peaks over threshold: a generalised Pareto fit of the upper tail of similarity scores (``docs/algorithm.md`` §4).
 
 For exceedances ``y = s − u > 0`` over the q-quantile ``u`` of the scores, the GPD has survival function
 ``P(Y > y) = (1 + ξ y / σ)^(−1/ξ)``. ξ < 0 is the Weibull domain of attraction — a finite upper endpoint,

@@ -35,7 +35,7 @@ class ContrastiveLoss(nn.Module):
     device gathering.
 
     Supervised layout: ``forward(anchors, positives, negatives=...)`` scores each anchor z_i against the
-    B×(1+k)B candidates ``[z⁺_1 … z⁺_B | z⁻_{·,1} | … | z⁻_{·,k}]`` (spec §1; see
+    B×(1+k)B candidates ``[z⁺_1 … z⁺_B | z⁻_{·,1} | … | z⁻_{·,k}]`` (``docs/algorithm.md`` §1; see
     :mod:`~simcse_weince.losses.layout`). SimCSE's ``hard_negative_weight`` w is added to the *final* logit
     of anchor i's own hard negatives (after WEINCE's blend), as in SimCSE's supervised objective
 

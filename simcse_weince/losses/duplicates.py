@@ -58,8 +58,8 @@ def supervised_duplicate_mask(
 ) -> torch.Tensor:
     """The duplicate mask of the supervised layout: (B,) keys per column -> (B, C) bool.
 
-    The candidate columns are those of the loss's supervised layout (spec §1): the positives of all rows,
-    then one block per negative column, each block gathered in rank order when ``gather_across_devices``
+    The candidate columns are those of the loss's supervised layout (``docs/algorithm.md`` §1): the positives
+    of all rows, then one block per negative column, each block gathered in rank order when ``gather_across_devices``
     (C = (1+k)·N for a global batch of N = world·B rows and k negative columns). With ``cand[j]`` the key of
     candidate j and ``g`` the global row of local anchor i, the mask is::
 

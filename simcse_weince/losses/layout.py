@@ -16,7 +16,7 @@ Every layout produces, for A anchors and C candidates:
 
 SimCSE layout: anchors are view 1 of the B sentences, candidates view 2; the positive of anchor i is column i.
 
-Supervised layout (``"simcse"`` with ``negatives``; spec §1): rows are (anchor z_i, positive z⁺_i, hard
+Supervised layout (``"simcse"`` with ``negatives``; ``docs/algorithm.md`` §1): rows are (anchor z_i, positive z⁺_i, hard
 negatives z⁻_{i,1}, …, z⁻_{i,k}). The candidates are the positives of all B rows followed by one block of B
 per negative column::
 

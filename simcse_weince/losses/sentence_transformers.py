@@ -4,7 +4,8 @@ The sentence-transformers contract: constructed with the model, ``forward(senten
 returning a scalar, ``get_config_dict()`` and ``citation`` for the model card. The data set has text columns
 (anchor, positive, negative…), as for sentence-transformers' ``MultipleNegativesRankingLoss``: two columns
 are (anchor, positive) pairs (for unsupervised SimCSE both hold the same sentence and dropout makes the
-views); each further column is one hard-negative column of the supervised layout (spec §1, B×(1+k)B scores).
+views); each further column is one hard-negative column of the supervised layout (``docs/algorithm.md`` §1,
+B×(1+k)B scores).
 The columns are embedded in one merged forward where sentence-transformers can merge them.
 """
 

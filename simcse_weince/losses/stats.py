@@ -1,4 +1,4 @@
-"""Per-anchor extreme-value statistics of WEINCE (spec §3), as pure no-grad tensor functions.
+"""Per-anchor extreme-value statistics of WEINCE (``docs/algorithm.md`` §3), as pure no-grad tensor functions.
 
 Everything here runs under ``torch.no_grad`` on detached scores, returns tensors (no host syncs), and is
 vectorised over anchors. Notation for one anchor with K negatives:
@@ -27,7 +27,7 @@ import torch
 
 from simcse_weince.losses.config import WeinceConfig
 
-# Added to the SSE of a wrong-signed fit so that it loses the AIC comparison (spec §3b).
+# Added to the SSE of a wrong-signed fit so that it loses the AIC comparison (``docs/algorithm.md`` §3b).
 WRONG_SIGN_PENALTY = 1e6
 SSE_FLOOR = 1e-12
 
@@ -101,7 +101,7 @@ def ols_slope_and_sse(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, t
 
 @torch.no_grad()
 def weibull_gumbel_fits(delta: torch.Tensor, burn: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Weibull-line and Gumbel-proxy fits on ascending shortfalls (spec §3b).
+    """Weibull-line and Gumbel-proxy fits on ascending shortfalls (``docs/algorithm.md`` §3b).
 
     Args:
         delta: (A, k_tail) ascending shortfalls (any float dtype; computed in float64).
@@ -128,7 +128,7 @@ def weibull_gumbel_fits(delta: torch.Tensor, burn: int) -> tuple[torch.Tensor, t
 
 @torch.no_grad()
 def hill_beta(delta: torch.Tensor) -> torch.Tensor:
-    """Hill-type MLE of the Weibull index from ascending shortfalls (spec §3c).
+    """Hill-type MLE of the Weibull index from ascending shortfalls (``docs/algorithm.md`` §3c).
 
     ``β̂ = k / Σ_{j≤k} log(δ_(k+1) / δ_(j))`` with ``k = k_tail − 1``; +inf where all k+1 shortfalls tie.
 
@@ -155,7 +155,7 @@ def mixing_weight(
     kappa_aic: float,
     margin: float,
 ) -> torch.Tensor:
-    """``λ = σ(κ_ρ·(log ρ_0 − log ρ)) · σ(κ_aic·(ΔAIC − m))`` (spec §3d)."""
+    """``λ = σ(κ_ρ·(log ρ_0 − log ρ)) · σ(κ_aic·(ΔAIC − m))`` (``docs/algorithm.md`` §3d)."""
     hard = torch.sigmoid(kappa_rho * (rho0.log() - rho.log()))
     shape = torch.sigmoid(kappa_aic * (delta_aic - margin))
     return hard * shape

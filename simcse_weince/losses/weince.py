@@ -29,8 +29,8 @@ class WeinceLoss(ContrastiveLoss):
 
     and the loss is the mean cross-entropy of each anchor's positive against its positive and negatives.
 
-    Supervised layout (``forward(anchors, positives, negatives=...)``, spec §1): the candidates of anchor
-    z_i are the positives of all B rows followed by the hard negatives of all B rows, one block of B per
+    Supervised layout (``forward(anchors, positives, negatives=...)``, ``docs/algorithm.md`` §1): the candidates
+    of anchor z_i are the positives of all B rows followed by the hard negatives of all B rows, one block of B per
     negative column (S is B×(1+k)B); its positive is column i and its K = (1+k)B − 1 negatives are all the
     other columns, its own hard negatives included. SimCSE's ``hard_negative_weight`` w is then added to
     the *final* logit of anchor i's own hard negatives, after the blend: ``ℓ_ij + w`` for j = c·B + i.

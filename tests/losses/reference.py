@@ -1,6 +1,6 @@
 """Per-anchor loop references written directly from the papers, in plain NumPy (float64).
 
-* :func:`reference_weince`: WEINCE from the spec, in the SimCSE, supervised (hard negatives) and NT-Xent
+* :func:`reference_weince`: WEINCE from ``docs/algorithm.md``, in the SimCSE, supervised (hard negatives) and NT-Xent
   layouts;
 * :func:`reference_simcse_supervised`: SimCSE's supervised loss (Gao et al. 2021, eq. 5, with the
   ``hard_negative_weight`` of its code).
@@ -81,7 +81,7 @@ def reference_weince(
     eps: float = 1e-6,
     fixed_lambda: float | None = None,
 ) -> dict[str, np.ndarray | float]:
-    """WEINCE of spec §1–§3 by loops over anchors.
+    """WEINCE of ``docs/algorithm.md`` §1–§3 by loops over anchors.
 
     With ``negatives`` (k, B, D) the layout is the supervised one: candidates ``[positives; negatives[0];
     …; negatives[k−1]]``, the positive of anchor i is column i, its negatives all other (1+k)B − 1 columns,

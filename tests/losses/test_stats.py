@@ -54,7 +54,7 @@ def test_weibull_fit_recovers_exact_power_law() -> None:
 
 
 def _unpenalised_fits(delta: np.ndarray, burn: int) -> tuple[float, float, float, float]:
-    """β̂, γ̂, SSE_W, SSE_G of spec §3b by ``np.polyfit``, without the wrong-sign penalty."""
+    """β̂, γ̂, SSE_W, SSE_G of ``docs/algorithm.md`` §3b by ``np.polyfit``, without the wrong-sign penalty."""
     k_tail = delta.shape[0]
     levels = np.arange(1, k_tail + 1)[burn:] / (k_tail + 1)
     x = np.log(delta[burn:])
@@ -93,7 +93,7 @@ WRONG_SIGN_CASES = {
 
 @pytest.mark.parametrize("case", list(WRONG_SIGN_CASES))
 def test_wrong_signed_fits_are_penalised(case: str) -> None:
-    """Pins the wrong-sign penalty of spec §3b: a Weibull fit with β̂ ≤ 0 gets 1e6 added to SSE_W and a
+    """Pins the wrong-sign penalty of ``docs/algorithm.md`` §3b: a Weibull fit with β̂ ≤ 0 gets 1e6 added to SSE_W and a
     Gumbel fit with γ̂ ≥ 0 gets 1e6 added to SSE_G, so ``ΔAIC = n·(log SSE_G' − log SSE_W')``.
 
     The unpenalised fits come from ``np.polyfit``. Each case is chosen so that the penalty moves ΔAIC by
@@ -129,7 +129,7 @@ def test_wrong_signed_fits_are_penalised(case: str) -> None:
     "b",
     [
         32,  # k_tail = 31, n = 30
-        64,  # k_tail = 32, n = 31: the spec's default tail (its float64 mean of ties is 1 ulp off)
+        64,  # k_tail = 32, n = 31: the default tail (its float64 mean of ties is 1 ulp off)
     ],
 )
 def test_all_tied_tail_has_no_shape_evidence(b: int) -> None:
@@ -271,7 +271,7 @@ def test_loss_and_statistics_equal_the_loop_reference(
 ) -> None:
     """Pins the values, not just the ranges: on random small batches, with random knobs (tail size, q, gate
     slopes, margin, β mode, τ) and random masks, ρ, β, λ, ΔAIC and the loss equal the float64 NumPy loop
-    reference of the spec.
+    reference of ``docs/algorithm.md``.
 
     The tolerances cover the float32 scores of the loss against the reference's float64 ones (observed
     errors on 3000 random cases: loss 2e-6 relative, λ 1e-5 absolute). The positives are kept away from
@@ -339,8 +339,8 @@ def test_rotation_and_row_scaling_leave_loss_and_lambda_unchanged(b: int, seed: 
 def test_fixed_lambda_zero_is_infonce_exactly(
     b: int, seed: int, noise: float, duplicates: int, layout: str, mode: str, masked: bool
 ) -> None:
-    """Pins spec §2's "λ ≡ 0 is exactly InfoNCE": with ``fixed_lambda=0`` the loss and both gradients equal
-    :class:`InfoNCELoss` bit for bit, whatever the β mode, also with exact duplicates (s = 1, where the
+    """Pins "λ ≡ 0 is exactly InfoNCE" (``docs/algorithm.md`` §2): with ``fixed_lambda=0`` the loss and both
+    gradients equal :class:`InfoNCELoss` bit for bit, whatever the β mode, also with exact duplicates (s = 1, where the
     shortfall logit is only finite thanks to the clamp) and with a negative mask."""
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(b, 6, generator=g)

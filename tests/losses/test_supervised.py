@@ -1,8 +1,9 @@
-"""SimCSE's supervised layout (spec §1): anchors against the positives and hard negatives of every row,
+"""SimCSE's supervised layout (``docs/algorithm.md`` §1): anchors against the positives and hard negatives of every row,
 B×(1+k)B scores, and SimCSE's ``hard_negative_weight`` on each anchor's own hard negatives.
 
 Both losses are checked against loop references written from the papers (:mod:`tests.losses.reference`):
-InfoNCE against SimCSE's supervised formula, WEINCE against the spec's per-anchor statistics in this layout.
+InfoNCE against SimCSE's supervised formula, WEINCE against the per-anchor statistics of ``docs/algorithm.md``
+§3 in this layout.
 """
 
 from __future__ import annotations

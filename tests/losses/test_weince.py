@@ -1,4 +1,4 @@
-"""WEINCE against closed forms, cross-entropy, and the per-anchor loop reference of the spec."""
+"""WEINCE against closed forms, cross-entropy, and the per-anchor loop reference of ``docs/algorithm.md``."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_matches_loop_reference(layout: str, beta_mode: str, masked: bool) -> No
     assert 0.05 < float(st.lam.mean()) < 0.95
 
 
-# Gate settings of the reference comparison below. "defaults" are the spec's; the other two make the two
+# Gate settings of the reference comparison below. "defaults" are the loss's; the other two make the two
 # gate slopes differ by two orders of magnitude (and move m, q and the tail) so that each knob is visible.
 GATE_SETTINGS: dict[str, dict[str, float]] = {
     "defaults": {},
@@ -107,7 +107,7 @@ DEFAULT_KAPPAS = (10.0, 1.0)
 
 
 def _reference_lambda(ref: dict, kappa_rho: float, kappa_aic: float, margin: float) -> np.ndarray:
-    """λ of spec §3d recomputed from the reference's ρ, ρ_0 and ΔAIC with the given gate slopes."""
+    """λ of ``docs/algorithm.md`` §3d recomputed from the reference's ρ, ρ_0 and ΔAIC with the given gate slopes."""
     hard = expit(kappa_rho * (np.log(ref["rho0"]) - np.log(ref["rho"])))
     shape = expit(kappa_aic * (ref["delta_aic"] - margin))
     return hard * shape
@@ -190,7 +190,7 @@ def _hand_weince_loss(
     temperature: float,
     eps: float = 1e-6,
 ) -> torch.Tensor:
-    """The loss of spec §2 written out in plain torch, with λ and β given as (A,) constants.
+    """The loss of ``docs/algorithm.md`` §2 written out in plain torch, with λ and β given as (A,) constants.
 
     ``ℓ = (1 − λ)·s/τ + λ·(−β·log(1 − min(s, 1 − eps)))`` and the cross-entropy as ``logsumexp − ℓ_pos``;
     nothing from the package is used, so autograd of this is the gradient with λ and β held fixed.
