@@ -1,4 +1,4 @@
-"""simcse-weince: unsupervised SimCSE / SimCLR with the WEINCE loss, evaluation and diagnostics."""
+"""simcse-weince: SimCSE (unsupervised and supervised) and SimCLR with the WEINCE loss, evaluation and diagnostics."""
 
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
 

@@ -1,4 +1,5 @@
-"""``train_unsup.py`` / ``simcse-train``: unsupervised SimCSE with WEINCE or InfoNCE.
+"""``train_unsup.py`` / ``simcse-train``: SimCSE, unsupervised (sentences, two dropout views) or
+supervised (rows of pairs or triplets), with WEINCE or InfoNCE.
 
 Parse the config (every setting validated before anything loads), read and tokenise the corpus into the
 token cache, load the encoder, train with :class:`~simcse_weince.text.trainer.SimCSETrainer` (STS-B dev every

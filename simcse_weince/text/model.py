@@ -1,8 +1,10 @@
 """The SimCSE model: an ``AutoModel`` encoder, a pooler and (for ``cls``) the SimCSE MLP.
 
-Training: the batch of B sentences is duplicated and encoded in ONE forward of 2B rows; dropout makes the
-two copies differ, giving the two views. Inference (:meth:`SimCSEModel.encode`) uses the inference pooler:
-for ``cls`` trained with ``mlp_only_train`` (the unsupervised SimCSE recipe) that is ``cls_before_pooler``.
+Training, unsupervised: the batch of B sentences is duplicated and encoded in ONE forward of 2B rows; dropout
+makes the two copies differ, giving the two views. Supervised: rows of n texts (anchor, positive, hard
+negatives), each text encoded once, all B·n in one forward. Inference (:meth:`SimCSEModel.encode`) uses the
+inference pooler: for ``cls`` trained with ``mlp_only_train`` (the unsupervised SimCSE recipe) that is
+``cls_before_pooler``.
 """
 
 from __future__ import annotations
