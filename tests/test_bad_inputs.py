@@ -97,6 +97,14 @@ TRAIN_CASES: dict[str, tuple[Case, str]] = {
         "error: command line: --output_dir {tmp}/out.txt: output_dir {tmp}/out.txt is a file; expected a folder",
     ),
     "temperature 0": (lambda t, fx: _text_args(t, fx, "--temperature", "0"), "temperature must be > 0"),
+    "hard_negative_weight nan": (
+        lambda t, fx: _text_args(t, fx, "--hard_negative_weight", "nan"),
+        "error: command line: --hard_negative_weight nan: hard_negative_weight must be a finite number, got nan",
+    ),
+    "hard_negative_weight inf in YAML": (
+        lambda t, fx: [_yaml(t, "hard_negative_weight: .inf\n"), *_text_args(t, fx)],
+        "error: {tmp}/c.yaml: hard_negative_weight must be a finite number, got inf",
+    ),
     "max_seq_length 2": (lambda t, fx: _text_args(t, fx, "--max_seq_length", "2"), "max_seq_length must be >= 3"),
     "batch of 1": (lambda t, fx: _text_args(t, fx, "--per_device_train_batch_size", "1"), "at least 2 rows"),
     "drop flag as bool": (
@@ -171,6 +179,14 @@ VISION_CASES: dict[str, tuple[Case, str]] = {
         "can read); expected an image file",
     ),
     "image size 0": (lambda t, fx: ["--image_size", "0", "--output_dir", str(t / "o")], "image_size must be >= 8"),
+    "hard_negative_weight on SimCLR views": (
+        lambda t, fx: ["--hard_negative_weight", "1", "--output_dir", str(t / "o")],
+        "error: hard_negative_weight must be 0 for layout 'ntxent' (it has no hard negatives), got 1.0",
+    ),
+    "hard_negative_weight nan on SimCLR views": (
+        lambda t, fx: ["--hard_negative_weight", "nan", "--output_dir", str(t / "o")],
+        "error: command line: --hard_negative_weight nan: hard_negative_weight must be a finite number, got nan",
+    ),
     "missing image archive": (
         lambda t, fx: ["--data_dir", str(t), "--output_dir", str(t / "o")],
         "image archive not found",

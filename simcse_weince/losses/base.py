@@ -16,18 +16,20 @@ def check_positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be > 0, got {value!r}")
 
 
-def check_hard_negative_weight(value: float, layout: str) -> None:
-    """``ValueError`` unless ``value`` is a finite number, and 0 for a layout without hard negatives."""
+def check_hard_negative_weight(value: float, layout: str | None = None) -> None:
+    """``ValueError`` unless ``value`` is a finite number, and 0 for a layout without hard negatives.
+
+    The one check of SimCSE's ``hard_negative_weight``: the losses call it at construction with their layout, the
+    training arguments at parse time with ``layout=None`` (not known yet: the finiteness alone).
+    """
     try:
         finite = math.isfinite(float(value))
     except (TypeError, ValueError):
         finite = False
-    if not finite:
-        raise ValueError(f"hard_negative_weight must be a finite number, got {value!r}")
-    if value != 0 and layout != "simcse":
-        raise ValueError(
-            f"hard_negative_weight must be 0 for layout {layout!r} (it has no hard negatives), got {value!r}"
-        )
+    has_negatives = layout in (None, "simcse")
+    if not finite or (value != 0 and not has_negatives):
+        expected = "a finite number" if has_negatives else f"0 for layout {layout!r} (it has no hard negatives)"
+        raise ValueError(f"hard_negative_weight must be {expected}, got {value!r}")
 
 
 class ContrastiveLoss(nn.Module):

@@ -17,6 +17,7 @@ import torch
 from transformers import TrainingArguments
 
 from simcse_weince.losses import InfoNCELoss, WeinceLoss
+from simcse_weince.losses.base import check_hard_negative_weight
 from simcse_weince.losses.config import BetaMode as BetaMode  # re-exported: the CLIs' choices of beta_mode
 from simcse_weince.losses.config import WeinceConfig
 from simcse_weince.losses.layout import Layout
@@ -46,6 +47,8 @@ class _LossArgumentsMethods:
                 check_choice(f.name, getattr(self, f.name), f.type)
         # The WEINCE knobs' ranges, also for loss: infonce (a typo must not pass silently because it is unused).
         self.weince_config()
+        # Finite, checked here at parse time; 0 for a layout without hard negatives, checked by the loss in build().
+        check_hard_negative_weight(self.hard_negative_weight)
 
     def weince_config(self) -> WeinceConfig:
         """The WEINCE knobs of these arguments (every :class:`WeinceConfig` field, under its own name)."""
@@ -54,11 +57,11 @@ class _LossArgumentsMethods:
     def build(self, layout: Layout = "simcse") -> InfoNCELoss | WeinceLoss:
         """The loss module, with these knobs, ``layout`` and ``gather_across_devices``."""
         config = self.weince_config()
-        common = dict(layout=layout, gather_across_devices=self.gather_across_devices)
-        if layout == "simcse":  # the weight of each anchor's own hard negatives exists in SimCSE's layout only
-            common["hard_negative_weight"] = self.hard_negative_weight
-        elif self.hard_negative_weight:
-            raise ValueError(f"hard_negative_weight applies to text rows with hard negatives; got it for {layout!r}")
+        common = dict(
+            layout=layout,
+            gather_across_devices=self.gather_across_devices,
+            hard_negative_weight=self.hard_negative_weight,  # the loss checks it against the layout
+        )
         if self.loss == "infonce":
             return InfoNCELoss(config.temperature, **common)
         return WeinceLoss(config=config, **common)
