@@ -16,8 +16,16 @@ import argparse
 import json
 from pathlib import Path
 
-from experiments.common import REPO, mean_std, plot_metrics, run_module, summary_table, write_results
-from simcse_weince.evaluation.runner import STS_SHORT
+from experiments.common import (
+    REPO,
+    mean_std,
+    plot_metrics,
+    run_function,
+    run_module,
+    start_runs,
+    summary_table,
+    write_results,
+)
 
 STS_COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 
@@ -30,9 +38,14 @@ def variant_args(variant: str) -> list[str]:
 
 
 def geometry(model_dir: Path, cache: Path) -> dict[str, float]:
-    """Alignment and uniformity of the exported model on STS-B (see ``simcse-diagnose``); kept in ``cache``."""
-    if cache.is_file():
-        return json.loads(cache.read_text())
+    """Alignment and uniformity of the exported model on STS-B (see ``simcse-diagnose``); kept in ``cache``,
+    computed in a run process (the driver never imports torch)."""
+    if not cache.is_file():
+        run_function(write_geometry, model_dir, cache)
+    return json.loads(cache.read_text())
+
+
+def write_geometry(model_dir: Path, cache: Path) -> None:
     from simcse_weince.diagnostics.text_geometry import stsb_sentences_and_pairs, text_geometry
     from simcse_weince.paths import senteval_root
     from simcse_weince.text.checkpoint import load_text_checkpoint
@@ -41,9 +54,7 @@ def geometry(model_dir: Path, cache: Path) -> dict[str, float]:
     model, tok = ckpt.model, ckpt.tokenizer
     sentences, pairs = stsb_sentences_and_pairs(senteval_root())
     g = text_geometry(model, tok, sentences, pairs, seed=0)
-    result = {"alignment": g["alignment"], "uniformity": g["uniformity"]}
-    cache.write_text(json.dumps(result))
-    return result
+    cache.write_text(json.dumps({"alignment": g["alignment"], "uniformity": g["uniformity"]}))
 
 
 LAMBDA_STATS = ("lambda", "lambda_frac_gt_half", "delta_aic")
@@ -76,6 +87,9 @@ def main() -> None:
     )
     args = ap.parse_args()
     variants = {v: variant_args(v) for v in args.variants}
+    start_runs()  # the run server imports the libraries while this process imports the evaluation's names
+    from simcse_weince.evaluation.runner import STS_SHORT
+
     runs_dir = Path(args.runs_dir or REPO / "outputs/experiments" / Path(args.out).name)
     per_run: dict[str, dict[int, dict[str, float]]] = {v: {} for v in variants}
     curves: dict[str, list] = {}

@@ -51,7 +51,7 @@ def test_paper_scale_script_with_a_tiny_model(tiny_bert_dir: Path, wiki_sample: 
     training = argv(
         model_name_or_path=tiny_bert_dir, init_from_config=True, train_files=wiki_sample,
         drop_unterminated_last_line="wiki1m_for_simcse.head*", max_train_samples=64, max_seq_length=16,
-        per_device_train_batch_size=16, max_steps=2, eval_steps=1, save_steps=1, eval_max_pairs=40,
+        per_device_train_batch_size=16, max_steps=2, eval_steps=2, save_steps=2, eval_max_pairs=40,
         min_tail_points=10, eval_test_at_end=False,
     )  # fmt: skip
     _run([*driver, "--extra", *training])  # --extra passes the rest to every training run

@@ -52,43 +52,60 @@ def _rows(layout: str, rank: int) -> torch.Tensor:
     return torch.cat([rows, rows + B]) if layout == "ntxent" else rows
 
 
-def _worker(rank: int, port: int, out_dir: str, name: str, layout: str, k: int) -> None:
+CASES = [(name, layout, k) for layout, k in (("simcse", 0), ("ntxent", 0), ("simcse", 1), ("simcse", 2))
+         for name in ("infonce", "weince")]  # fmt: skip
+
+
+def _worker(rank: int, port: int, out_dir: str) -> None:
+    """Every case in one process group (one spawn for all: a spawn costs both processes their imports)."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     try:
-        batch = _global_batch(layout, k)
-        local = _rows("simcse", rank)
-        a_loc = batch["a"][local].clone().requires_grad_(True)
-        p_loc = batch["p"][local].clone().requires_grad_(True)
-        n_loc = batch["n"][:, local].clone().requires_grad_(True)
-        loss_fn = _make(name, layout, k, gather=True)
-        negatives = list(n_loc.unbind(0)) if k else None
-        absent = batch["absent"][:, local] if k else None
-        loss = loss_fn(
-            a_loc, p_loc, negative_mask=batch["mask"][_rows(layout, rank)], negatives=negatives, absent_negatives=absent
-        )
-        loss.backward()
-        result = {"loss": loss.detach(), "grad_a": a_loc.grad, "grad_p": p_loc.grad, "grad_n": n_loc.grad}
-        if name == "weince":
-            result["lam"] = loss_fn.last_statistics.lam
-            result["rho0"] = loss_fn.last_statistics.rho0
-        if layout == "simcse":
-            keys = batch["keys"][:, local]
-            result["duplicates"] = supervised_duplicate_mask(keys[0], keys[1], keys[2:], gather_across_devices=True)
-        torch.save(result, Path(out_dir) / f"rank{rank}.pt")
+        for name, layout, k in CASES:
+            torch.save(_local_case(rank, name, layout, k), Path(out_dir) / f"{name}-{layout}-{k}-rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
 
+def _local_case(rank: int, name: str, layout: str, k: int) -> dict[str, torch.Tensor]:
+    batch = _global_batch(layout, k)
+    local = _rows("simcse", rank)
+    a_loc = batch["a"][local].clone().requires_grad_(True)
+    p_loc = batch["p"][local].clone().requires_grad_(True)
+    n_loc = batch["n"][:, local].clone().requires_grad_(True)
+    loss_fn = _make(name, layout, k, gather=True)
+    negatives = list(n_loc.unbind(0)) if k else None
+    absent = batch["absent"][:, local] if k else None
+    loss = loss_fn(
+        a_loc, p_loc, negative_mask=batch["mask"][_rows(layout, rank)], negatives=negatives, absent_negatives=absent
+    )
+    loss.backward()
+    result = {"loss": loss.detach(), "grad_a": a_loc.grad, "grad_p": p_loc.grad, "grad_n": n_loc.grad}
+    if name == "weince":
+        result["lam"] = loss_fn.last_statistics.lam
+        result["rho0"] = loss_fn.last_statistics.rho0
+    if layout == "simcse":
+        keys = batch["keys"][:, local]
+        result["duplicates"] = supervised_duplicate_mask(keys[0], keys[1], keys[2:], gather_across_devices=True)
+    return result
+
+
+@pytest.fixture(scope="module")
+def two_process_results():
+    """Each case's per-rank results from one run of 2 gloo processes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(_worker, args=(free_port(), tmp), nprocs=WORLD, join=True)
+        yield {
+            case: [torch.load(Path(tmp) / f"{'-'.join(map(str, case))}-rank{r}.pt") for r in range(WORLD)]
+            for case in CASES
+        }
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("name", ["infonce", "weince"])
-@pytest.mark.parametrize(("layout", "k"), [("simcse", 0), ("ntxent", 0), ("simcse", 1), ("simcse", 2)])
-def test_two_processes_equal_one_process_global_batch(name: str, layout: str, k: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_worker, args=(free_port(), tmp, name, layout, k), nprocs=WORLD, join=True)
-        parts = [torch.load(Path(tmp) / f"rank{r}.pt") for r in range(WORLD)]
-
+@pytest.mark.parametrize(("name", "layout", "k"), CASES)
+def test_two_processes_equal_one_process_global_batch(name: str, layout: str, k: int, two_process_results) -> None:
+    parts = two_process_results[name, layout, k]
     batch = _global_batch(layout, k)
     a, p, n = (batch[x].clone().requires_grad_(True) for x in ("a", "p", "n"))
     ref_fn = _make(name, layout, k, gather=False)
