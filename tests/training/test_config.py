@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -254,6 +255,38 @@ def test_run_info_records_the_checkout_revision(tmp_path: Path) -> None:
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("the package is not in a git checkout (or git is missing): its revision is 'unknown'")
     sha = head.stdout.strip()
-    assert len(sha) == 40 and int(sha, 16) >= 0
+    assert re.fullmatch(r"[0-9a-f]{40}", sha), sha
     info = yaml.safe_load(save_run_info(tmp_path, {"loss": LossArguments()}).read_text())
-    assert info["git_revision"] in (sha, f"{sha}+dirty")
+    assert info["git_revision"] in (sha, f"{sha}+dirty")  # whether it is dirty: the exact test below
+
+
+def test_git_revision_is_the_commit_plus_dirty_or_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a repository of its own: the commit's sha when the work tree is clean, ``<sha>+dirty`` after a change,
+    ``unknown`` outside any checkout."""
+    from simcse_weince.training.config import git_revision
+
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))  # git looks for no repository above tmp_path
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    repo.mkdir()
+    outside.mkdir()
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org",
+                                   "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args],
+                                  cwd=repo, capture_output=True, text=True, check=True)  # fmt: skip
+        except (OSError, subprocess.CalledProcessError) as err:
+            pytest.skip(f"git cannot make a repository here: {err}")
+        return done.stdout.strip()
+
+    git("init", "-q")
+    (repo / "a.txt").write_text("one\n")
+    git("add", "a.txt")
+    git("commit", "-q", "-m", "first")
+    sha = git("rev-parse", "HEAD")
+    assert git_revision(repo) == sha
+    (repo / "a.txt").write_text("two\n")
+    assert git_revision(repo) == f"{sha}+dirty"
+    git("commit", "-q", "-am", "second")
+    assert git_revision(repo) == git("rev-parse", "HEAD") != sha
+    assert git_revision(outside) == "unknown"
