@@ -149,7 +149,8 @@ def run_data_point(mode: str, path: Path, cache_root: Path) -> dict:
 
 def data_scaling(lines: int, big_lines: int, tmp_root: str | None) -> None:
     """The training-text table: the in-memory path against the token cache (build, reuse, a reader), at
-    ``lines`` and (cache only: the in-memory path needs ~11 GB per million lines) at ``big_lines``."""
+    ``lines`` and (cache only: the in-memory path needs ~11 GB per million lines) at ``big_lines``. Either may
+    be 0 (skipped); without ``lines`` the ratios are against the first cache row."""
     print(
         "\nTraining text: synthetic lines (real words of the Wikipedia sample), MiniLM tokenizer, max_len 32, "
         f"TOKENIZERS_PARALLELISM={os.environ.get('TOKENIZERS_PARALLELISM', '(unset: the Rust threads)')}; "
@@ -157,7 +158,7 @@ def data_scaling(lines: int, big_lines: int, tmp_root: str | None) -> None:
     )
     head = ("path", "lines", "MB", "time s", "s / 1M", "peak GB", "+ GB", "rel. time", "rel. peak")
     print(f"{head[0]:<30}" + "".join(f"{h:>{w}}" for h, w in zip(head[1:], WIDTHS, strict=True)))
-    sizes = [lines] + ([big_lines] if big_lines else [])
+    sizes = ([lines] if lines else []) + ([big_lines] if big_lines else [])
     before = None
     with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
         for n in sizes:
@@ -196,7 +197,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--lines", type=int, default=1_000_000, help="training-text lines, both paths")
+    ap.add_argument("--lines", type=int, default=1_000_000, help="training-text lines, both paths (0: skip)")
     ap.add_argument("--big-lines", type=int, default=10_000_000, help="lines for the cache alone (0: skip)")
     ap.add_argument("--tmp", help="folder for the synthetic files and caches (default: the system's temp)")
     ap.add_argument("--data-only", action="store_true", help="only the training-text table")

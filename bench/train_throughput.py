@@ -241,6 +241,10 @@ def main() -> None:
         metavar="N",
         help="profile N steps of each variant (one run each) instead of measuring throughput",
     )
+    ap.add_argument(
+        "--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS),
+        help="the variants to run (st-mnrl, the reference of the ratios, always runs)",
+    )  # fmt: skip
     ap.add_argument("--json", type=Path, help="also write each variant's medians here")
     ap.add_argument(
         "--precision", choices=("fp32", "fp16", "bf16"), default="fp32", help="both recipes (autocast on a GPU)"
@@ -248,6 +252,7 @@ def main() -> None:
     ap.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # child mode
     ap.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    variants = [v for v in VARIANTS if v in args.variants or v == "st-mnrl"]
     if args.variant:
         with tempfile.TemporaryDirectory() as out:
             res = run_variant(
@@ -266,13 +271,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "bert"
         make_model(model_dir, args.layers, args.hidden)
-        results: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+        results: dict[str, list[dict]] = {v: [] for v in variants}
         if args.profile:
             if args.steps < PROFILE_WARMUP + args.profile:
                 raise SystemExit(f"--steps must be >= {PROFILE_WARMUP} + --profile ({args.profile})")
             args.repeats = 1
         for r in range(args.repeats):
-            for v in VARIANTS[r % 3 :] + VARIANTS[: r % 3]:
+            for v in variants[r % len(variants) :] + variants[: r % len(variants)]:
                 cmd = [
                     sys.executable,
                     __file__,
@@ -309,7 +314,7 @@ def main() -> None:
     base = statistics.median(x["sentences_per_s"] for x in results["st-mnrl"])
     print(f"{'variant':<14}{'sentences/s':>12}{'peak MB':>10}{'vs st-mnrl':>12}")
     medians = {}
-    for v in VARIANTS:
+    for v in variants:
         sps = statistics.median(x["sentences_per_s"] for x in results[v])
         mem = statistics.median(x["peak_mb"] for x in results[v])
         medians[v] = {"sentences_per_s": sps, "peak_mb": mem, "vs_st_mnrl": sps / base}
@@ -324,11 +329,12 @@ def print_profile(results: dict[str, list[dict]], args: argparse.Namespace) -> N
         f"ms per step, {args.profile} profiled steps after {PROFILE_WARMUP}; BERT L{args.layers}/H{args.hidden}, "
         f"batch {args.batch}, max_len {args.max_len}, torch threads {torch.get_num_threads()}"
     )
-    phases = list(results[VARIANTS[0]][0]["phases_ms"])
-    print(f"{'phase':<24}" + "".join(f"{v:>14}" for v in VARIANTS))
+    variants = list(results)
+    phases = list(results[variants[0]][0]["phases_ms"])
+    print(f"{'phase':<24}" + "".join(f"{v:>14}" for v in variants))
     for ph in phases:
-        print(f"{ph:<24}" + "".join(f"{results[v][0]['phases_ms'][ph]:>14.1f}" for v in VARIANTS))
-    for v in VARIANTS:
+        print(f"{ph:<24}" + "".join(f"{results[v][0]['phases_ms'][ph]:>14.1f}" for v in variants))
+    for v in variants:
         ops = ", ".join(f"{k} {ms:.1f}" for k, ms in results[v][0]["top_ops_ms"].items())
         print(f"top ops by self time, {v} (ms/step): {ops}")
 

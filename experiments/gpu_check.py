@@ -78,7 +78,9 @@ CPU_SMOKE = Sizes(
     text_steps=2,
     text_samples=64,
     eval_pairs=24,
-    throughput=tuple("--steps 3 --batch 8 --layers 1 --hidden 32 --repeats 1 --precision fp32".split()),
+    throughput=tuple(  # the two variants the row reports
+        "--steps 3 --batch 8 --layers 1 --hidden 32 --repeats 1 --precision fp32 --variants ours-weince".split()
+    ),
     grad_cache=tuple("--points 8:0 16:4 --layers 1 --hidden 32 --repeats 1".split()),
     transfer=tuple("--mode fast --tasks CR --engines eager,static".split()),
     vision_batch=16,
@@ -342,7 +344,18 @@ def main(argv: list[str] | None = None) -> int:
 
     def transfer_classifiers() -> str:
         res = out / "transfer.json"
-        cmd = [py, "bench/eval_speed.py", "--classifiers", *sizes.transfer, "--model", args.model, "--json", str(res)]
+        cmd = [
+            py,
+            "bench/eval_speed.py",
+            "--classifiers",
+            *sizes.transfer,
+            "--model",
+            args.model,
+            "--json",
+            str(res),
+            "--embeddings",
+            str(out / "transfer_embeddings.pkl"),
+        ]  # fmt: skip  (encoded once, reused by a rerun)
         run(cmd, out / "transfer.log", env, limit)
         r = check_json(res)
         t = r["totals"]

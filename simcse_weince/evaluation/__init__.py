@@ -1,22 +1,32 @@
-"""STS (SentEval "all" protocol) and SentEval transfer evaluation."""
+"""STS (SentEval "all" protocol) and SentEval transfer evaluation.
 
-from simcse_weince.evaluation.runner import EvaluationReport, resolve_tasks, run_evaluation, write_report
-from simcse_weince.evaluation.sts import STSResult, evaluate_sts
-from simcse_weince.evaluation.sts_data import STSTask, load_sts_task
-from simcse_weince.evaluation.transfer import TransferResult, evaluate_transfer
-from simcse_weince.evaluation.transfer_data import TransferTask, load_transfer_task
+The names below are imported on first use (PEP 562), so that a module that needs only the STS data or the
+encoder protocol (training's STS-B dev evaluator) does not import the transfer classifiers' scikit-learn.
+"""
 
-__all__ = [
-    "EvaluationReport",
-    "STSResult",
-    "STSTask",
-    "TransferResult",
-    "TransferTask",
-    "evaluate_sts",
-    "evaluate_transfer",
-    "load_sts_task",
-    "load_transfer_task",
-    "resolve_tasks",
-    "run_evaluation",
-    "write_report",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOMES = {
+    "EvaluationReport": "runner",
+    "resolve_tasks": "runner",
+    "run_evaluation": "runner",
+    "write_report": "runner",
+    "STSResult": "sts",
+    "evaluate_sts": "sts",
+    "STSTask": "sts_data",
+    "load_sts_task": "sts_data",
+    "TransferResult": "transfer",
+    "evaluate_transfer": "transfer",
+    "TransferTask": "transfer_data",
+    "load_transfer_task": "transfer_data",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
