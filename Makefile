@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup quickstart quickstart-sup test test-fast lint bench
+.PHONY: setup setup-min quickstart quickstart-sup test test-fast test-min lint bench
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,32 @@ test: setup
 test-fast: setup
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -m "not slow"
+
+# The dependency floors: a second environment (.venv-min) with every direct dependency at the LOWEST version
+# pyproject.toml allows (uv's lowest-direct resolution; indirect ones resolve as usual), rebuilt from scratch when
+# pyproject.toml or this file changes, then the linter (the ruff floor) and the fast tests in it. torch/torchvision stay
+# at TORCH_SPEC's build, which pip installs first (uv does not see this machine's local torch files) and uv keeps by an
+# override.
+VENV_MIN ?= .venv-min
+PY_MIN := $(VENV_MIN)/bin/python
+UV_SPEC ?= uv
+
+$(VENV_MIN)/.installed: pyproject.toml Makefile
+	rm -rf $(VENV_MIN)
+	$(PYTHON) -m venv $(VENV_MIN)
+	$(PY_MIN) -m pip install --quiet --upgrade pip
+	$(PY_MIN) -m pip install --quiet $(TORCH_SPEC) '$(UV_SPEC)'
+	$(PY_MIN) -m pip freeze | grep -iE '^(torch|torchvision)==' > $(VENV_MIN)/torch-override.txt
+	$(VENV_MIN)/bin/uv pip install --quiet --python $(PY_MIN) --resolution lowest-direct --upgrade \
+		--override $(VENV_MIN)/torch-override.txt -e '.[dev,vision,offline]'
+	touch $@
+
+setup-min: $(VENV_MIN)/.installed
+
+test-min: setup-min
+	$(PY_MIN) -m ruff check .
+	$(PY_MIN) -m ruff format --check .
+	$(PY_MIN) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 lint: setup
 	$(PY) -m ruff check .
