@@ -81,7 +81,7 @@ CPU_SMOKE = Sizes(
     throughput=tuple(  # the two variants the row reports
         "--steps 3 --batch 8 --layers 1 --hidden 32 --repeats 1 --precision fp32 --variants ours-weince".split()
     ),
-    grad_cache=tuple("--points 8:0 16:4 --layers 1 --hidden 32 --repeats 1".split()),
+    grad_cache=tuple("--points 8:0 8:3 6:2 --layers 1 --hidden 32 --length 8 --repeats 1".split()),
     transfer=tuple("--mode fast --tasks CR --engines eager,static".split()),
     vision_batch=16,
     vision=tuple(

@@ -69,37 +69,8 @@ def test_scaling_training_text_table_at_the_big_size_runs_the_cache_only(tmp_pat
     assert rows["cache built"][0][-2:] == [1.0, 1.0]  # without the in-memory path: against the first cache row
 
 
-@pytest.mark.timeout(600)
-def test_eval_speed_classifiers_times_each_engine_against_sklearn(tmp_path: Path, minilm_dir: Path) -> None:
-    """TREC in fast mode on stored random embeddings (no encoding): scikit-learn and two SentEval engines, whose
-    models are the same (same accuracies), timed in one run."""
-    import json
-    import pickle
-
-    import numpy as np
-
-    from simcse_weince.evaluation.runner import load_tasks
-    from simcse_weince.paths import senteval_root
-
-    task = load_tasks("TREC", "fast", senteval_root()).transfer["TREC"]
-    sentences = {s for split in task.splits.values() for s in split.sentences}
-    rng = np.random.default_rng(0)
-    cache = {s: rng.standard_normal(8).astype(np.float32) for s in sorted(sentences)}
-    store = tmp_path / "emb.pkl"
-    store.write_bytes(pickle.dumps({"model": str(minilm_dir), "cache": cache}))
-    out = tmp_path / "speed.json"
-    cmd = [sys.executable, "bench/eval_speed.py", "--classifiers", "--mode", "fast", "--tasks", "TREC",
-           "--model", str(minilm_dir), "--embeddings", str(store), "--engines", "eager,static",
-           "--json", str(out)]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=550)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(out.read_text())
-    assert set(res["engine_totals"]) == {"eager", "static"} and res["totals"]["senteval"] > 0
-    (row,) = res["tasks"]
-    eager, static = row["engines"]["eager"], row["engines"]["static"]
-    assert (eager["dev_acc"], eager["test_acc"]) == (static["dev_acc"], static["test_acc"])
-    assert row["senteval"]["classifier"] == "senteval" and row["sklearn"]["classifier"] == "sklearn"
-    assert "TREC" in proc.stdout and "target: sklearn / senteval >= 5" in proc.stdout
+# bench/eval_speed.py --classifiers runs in the GPU check's CPU smoke (tests/experiments/test_gpu_check.py), which
+# checks its engines and figures on stored random embeddings.
 
 
 def test_eval_speed_refuses_an_unknown_engine_before_loading_anything() -> None:

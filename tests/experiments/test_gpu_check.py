@@ -71,18 +71,60 @@ def test_cpu_smoke_skips_what_needs_cuda(tmp_path: Path) -> None:
     assert cpu_smoke(tmp_path, *SKIPPED_ON_THE_CPU) == dict.fromkeys(SKIPPED_ON_THE_CPU, "skipped")
 
 
+def check_grad_cache(out: Path) -> None:
+    """``bench/grad_cache.py``'s ratios against their definitions (the measured figures are not asserted): peak
+    against the first point's peak; time as ms per sentence against the uncached step at the same batch, ``None``
+    (printed ``-``) where no uncached step of that batch was measured (points 8:0, 8:3, 6:2)."""
+    rows = json.loads((out / "grad_cache.json").read_text())
+    assert [(r["batch"], r["chunk"]) for r in rows] == [(8, 0), (8, 3), (6, 2)]
+    assert all(r["peak_mb"] > 0 and r["step_s"] > 0 for r in rows)
+    uncached, cached, unmatched = rows
+    for r in rows:
+        assert r["ms_per_sentence"] == pytest.approx(1e3 * r["step_s"] / r["batch"], rel=1e-12)
+        assert r["peak_ratio"] == pytest.approx(r["peak_mb"] / uncached["peak_mb"], rel=1e-12)
+    assert cached["time_ratio"] == pytest.approx(cached["ms_per_sentence"] / uncached["ms_per_sentence"], rel=1e-12)
+    assert unmatched["time_ratio"] is None  # no uncached step at batch 6
+    printed = (out / "grad_cache.log").read_text()
+    assert "peak / base" in printed and "time / uncached" in printed
+    table = [line.split() for line in printed.splitlines() if line.split()[:2] in (["8", "3"], ["6", "2"])]
+    assert [row[-2:] for row in table] == [
+        [f"{cached['peak_ratio']:.2f}", f"{cached['time_ratio']:.2f}"],
+        [f"{unmatched['peak_ratio']:.2f}", "-"],
+    ]
+
+
+def check_transfer(out: Path) -> None:
+    """``bench/eval_speed.py --classifiers``: scikit-learn and two SentEval engines timed in one run on the same
+    embeddings; the engines fit the same models (same accuracies)."""
+    res = json.loads((out / "transfer.json").read_text())
+    assert set(res["engine_totals"]) == {"eager", "static"} and res["totals"]["senteval"] > 0
+    (row,) = res["tasks"]
+    eager, static = row["engines"]["eager"], row["engines"]["static"]
+    assert (eager["dev_acc"], eager["test_acc"]) == (static["dev_acc"], static["test_acc"])
+    assert row["senteval"]["classifier"] == "senteval" and row["sklearn"]["classifier"] == "sklearn"
+    printed = (out / "transfer.log").read_text()
+    assert "CR" in printed and "target: sklearn / senteval >= 5" in printed
+
+
+CHECKED = {
+    "text bf16": lambda out: (out / "text_bf16" / "results.json").is_file(),
+    "vision": lambda out: (out / "vision" / "results.json").is_file(),
+    "grad cache": check_grad_cache,
+    "transfer classifiers": check_transfer,
+}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("check", RUN_ON_THE_CPU)
 def test_cpu_smoke_runs_each_check(check: str, tmp_path: Path) -> None:
     """Each check at toy sizes on the CPU, one at a time (the transfer row on stored random embeddings of the
-    CR sentences: its classifiers, not MiniLM's encoding, are what it times)."""
+    CR sentences: its classifiers, not MiniLM's encoding, are what it times), then what it wrote."""
     if check == "transfer classifiers":
         write_random_embeddings(tmp_path / "transfer_embeddings.pkl", "CR")
     assert cpu_smoke(tmp_path, check) == {check: "ok"}
-    results = {"text bf16": "text_bf16/results.json", "vision": "vision/results.json"}
-    if check in results:
-        assert (tmp_path / results[check]).is_file()
+    if check in CHECKED:
+        assert CHECKED[check](tmp_path) is not False
 
 
 def write_random_embeddings(path: Path, task: str) -> None:
