@@ -1,4 +1,4 @@
-"""Unsupervised SimCSE with WEINCE or InfoNCE.
+"""SimCSE, unsupervised and supervised, with WEINCE or InfoNCE.
 
     python train_unsup.py configs/unsup_bert_base.yaml [--key value ...]
     accelerate launch --num_processes 2 train_unsup.py configs/...yaml

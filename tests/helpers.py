@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -67,6 +68,14 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def accelerate_runs(processes: int, runs: list[list[str]], folder: Path) -> None:
+    """The ``train_unsup.py`` command lines ``runs``, one after another, in ONE ``accelerate launch`` of
+    ``processes`` processes (``tests/text/runs_in_one_launch.py``; the list is written into ``folder``)."""
+    listing = folder / "runs.json"
+    listing.write_text(json.dumps([[str(a) for a in run] for run in runs]), encoding="utf-8")
+    accelerate_launch(processes, [str(REPO / "tests" / "text" / "runs_in_one_launch.py"), str(listing)])
 
 
 def accelerate_launch(

@@ -20,7 +20,7 @@ from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.duplicates import ABSENT_KEY
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.text.trainer import SimCSETrainer
-from tests.helpers import NO_DROPOUT, accelerate_launch, argv, text_run_args
+from tests.helpers import NO_DROPOUT, accelerate_runs, argv, text_run_args
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -195,8 +195,8 @@ def test_two_processes_match_one_process_with_pairs_and_triplets(sick_rows, tiny
         )  # fmt: skip
 
     single = run(args(tmp_path / "one", 32))
-    accelerate_launch(2, [str(REPO / "train_unsup.py"), *args(tmp_path / "two", 16)])
-    accelerate_launch(2, [str(REPO / "train_unsup.py"), *args(tmp_path / "local", 16, gather_across_devices=False)])
+    accelerate_runs(2, [args(tmp_path / "two", 16), args(tmp_path / "local", 16, gather_across_devices=False)],
+                    tmp_path)  # fmt: skip
     two = json.loads((tmp_path / "two" / "results.json").read_text())
     assert (single["world_size"], two["world_size"], two["steps"]) == (1, 2, 1)
     assert single["text"]["rows_by_negatives"] == [16, 16]

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 from simcse_weince.cli.train_text import run
 from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
-from tests.helpers import Interrupt, StopAt, accelerate_launch, argv
+from tests.helpers import Interrupt, StopAt, accelerate_runs, argv
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -164,10 +164,6 @@ def test_resume_reaches_same_step_with_same_data_order(
         assert torch.equal(a[k], b[k]), k  # bitwise
 
 
-def _accelerate(n: int, args: list[str]) -> None:
-    accelerate_launch(n, [str(REPO / "train_unsup.py"), *args])
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
@@ -192,8 +188,8 @@ def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_
         )  # fmt: skip
 
     single = run(args(tmp_path / "one", 32))
-    _accelerate(2, args(tmp_path / "two", 16))
-    _accelerate(2, args(tmp_path / "two_local", 16, gather_across_devices=False))
+    accelerate_runs(2, [args(tmp_path / "two", 16), args(tmp_path / "two_local", 16, gather_across_devices=False)],
+                    tmp_path)  # fmt: skip
 
     two = json.loads((tmp_path / "two" / "results.json").read_text())
     assert (single["world_size"], two["world_size"], two["steps"]) == (1, 2, 1)
