@@ -243,13 +243,18 @@ class HubRecorder:
 
 
 def install_hub_recorder(monkeypatch: Any, root: Path) -> HubRecorder:
-    """Replace the HfApi methods with a recorder storing repositories under ``root``."""
+    """Replace the HfApi methods with a recorder storing repositories under ``root``; also the module-level
+    functions that a library imported by name (``transformers.trainer`` before 5.10.1 calls ``create_repo`` and
+    ``upload_folder`` bound to huggingface_hub's default ``HfApi`` at import, which a class patch misses)."""
+    import transformers.trainer
     from huggingface_hub import HfApi
 
     recorder = HubRecorder(root)
     for name in ("create_repo", "upload_folder", "snapshot_download"):
         method = getattr(recorder, name)
         monkeypatch.setattr(HfApi, name, lambda api, *a, _m=method, **k: _m(api, *a, **k))
+        if hasattr(transformers.trainer, name):
+            monkeypatch.setattr(transformers.trainer, name, lambda *a, _m=method, **k: _m(HfApi(), *a, **k))
     monkeypatch.setenv("HF_TOKEN", "hf_recorder_token")
     return recorder
 

@@ -2,8 +2,10 @@
 Trainer pushed for resuming elsewhere, and the final upload of the exported model folder.
 
 During training the Trainer itself pushes (``push_to_hub`` with ``hub_strategy``: ``end``, ``every_save``,
-``checkpoint`` — which keeps a ``last-checkpoint`` folder in the repository — or ``all_checkpoints``). All
-calls go through ``huggingface_hub.HfApi`` methods, the boundary the tests replace with a local recorder.
+``checkpoint`` — which keeps a ``last-checkpoint`` folder in the repository — or ``all_checkpoints``). Our
+calls go through ``huggingface_hub.HfApi`` methods, and the Trainer's through them or (transformers before
+5.10.1) through huggingface_hub's module-level ``create_repo`` / ``upload_folder``: the boundary the tests replace
+with a local recorder.
 """
 
 from __future__ import annotations
