@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from simcse_weince.text.columns import check_text_columns
 from simcse_weince.text.poolers import Pooler
-from simcse_weince.text.sources import check_file_name, column_format
+from simcse_weince.text.sources import COLUMN_SUFFIXES, check_file_name, column_format
 from simcse_weince.training.arguments import ContrastiveTrainingArguments, check_at_least, check_choice
 
 MIN_SEQ_LENGTH = 3  # [CLS], one token, [SEP]: shorter limits leave no sentence to encode
@@ -60,8 +60,8 @@ class DataArguments:
         default=None,
         metadata={
             "help": "Local training files ('{data}/...' = the shared data folder): text files, one sentence per "
-            "line, or column files (.csv, .tsv with a header; .jsonl/.json, one object per line; .parquet; "
-            ".arrow/.feather) read by text_columns. When unset, the Hub dataset below is used."
+            f"line, or column files ({COLUMN_SUFFIXES}; CSV and TSV with a header, JSON Lines one object per line) "
+            "read by text_columns. When unset, the Hub dataset below is used."
         },
     )
     text_columns: list[str] | None = field(

@@ -33,7 +33,16 @@ from simcse_weince.text.sources.jsonl import JsonFile, JsonLinesFile
 from simcse_weince.text.sources.lines import TextLines
 from simcse_weince.text.sources.parquet import ParquetFile
 
-__all__ = ["FILE_SOURCES", "Part", "ReadOptions", "Source", "check_file_name", "open_file", "open_sources"]
+__all__ = [
+    "COLUMN_SUFFIXES",
+    "FILE_SOURCES",
+    "Part",
+    "ReadOptions",
+    "Source",
+    "check_file_name",
+    "open_file",
+    "open_sources",
+]
 
 logger = logging.getLogger(__name__)
 
