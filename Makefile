@@ -11,13 +11,11 @@ export TOKENIZERS_PARALLELISM ?= false
 
 .PHONY: setup setup-min quickstart quickstart-sup test test-fast test-min lint bench
 
-# --no-compile: modules are byte-compiled when first imported (and cached), not all ~20k of torch's at install:
-# about a minute less to set up here, for a few seconds of compiling on the first run.
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile $(TORCH_SPEC)
-	$(PY) -m pip install --quiet --no-compile -e '.[dev,vision,offline]'
+	$(PY) -m pip install --quiet $(TORCH_SPEC)
+	$(PY) -m pip install --quiet -e '.[dev,vision,offline]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -56,7 +54,7 @@ $(VENV_MIN)/.installed: pyproject.toml Makefile
 	rm -rf $(VENV_MIN)
 	$(PYTHON) -m venv $(VENV_MIN)
 	$(PY_MIN) -m pip install --quiet --upgrade pip
-	$(PY_MIN) -m pip install --quiet --no-compile $(TORCH_SPEC) '$(UV_SPEC)'
+	$(PY_MIN) -m pip install --quiet $(TORCH_SPEC) '$(UV_SPEC)'
 	$(PY_MIN) -m pip freeze | grep -iE '^(torch|torchvision)==' > $(VENV_MIN)/torch-override.txt
 	$(VENV_MIN)/bin/uv pip install --quiet --python $(PY_MIN) --resolution lowest-direct --upgrade \
 		--override $(VENV_MIN)/torch-override.txt -e '.[dev,vision,offline]'
