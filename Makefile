@@ -11,11 +11,14 @@ export TOKENIZERS_PARALLELISM ?= false
 
 .PHONY: setup setup-min quickstart quickstart-sup test test-fast test-min lint bench
 
+# Installed without byte-compiling, then compiled on every core at once (pip compiles file by file): about 20 s
+# less here. A file that does not compile is left as pip would leave it (its .pyc is made when it is imported).
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(TORCH_SPEC)
-	$(PY) -m pip install --quiet -e '.[dev,vision,offline]'
+	$(PY) -m pip install --quiet --no-compile $(TORCH_SPEC)
+	$(PY) -m pip install --quiet --no-compile -e '.[dev,vision,offline]'
+	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $@
 
 setup: $(VENV)/.installed

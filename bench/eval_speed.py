@@ -30,12 +30,10 @@ from pathlib import Path
 
 import torch
 
-from simcse_weince.evaluation.runner import run_evaluation
-from simcse_weince.evaluation.sts import evaluate_sts
-from simcse_weince.evaluation.sts_data import load_stsb
 from simcse_weince.model_sources import resolve_model_path
 from simcse_weince.paths import senteval_root
-from simcse_weince.text.encoder import load_text_encoder
+
+# The evaluation and the encoders are imported where they are used: a bad option is refused before they load.
 
 
 def main() -> None:
@@ -61,6 +59,11 @@ def main() -> None:
 
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    from simcse_weince.evaluation.runner import run_evaluation
+    from simcse_weince.evaluation.sts import evaluate_sts
+    from simcse_weince.evaluation.sts_data import load_stsb
+    from simcse_weince.text.encoder import load_text_encoder
 
     path = resolve_model_path(args.model)
     root = senteval_root()
@@ -99,9 +102,7 @@ def main() -> None:
 
 def time_classifiers(args: argparse.Namespace) -> None:
     """Classifier phase of the transfer tasks: senteval (batched PyTorch) vs sklearn on the same embeddings."""
-    from simcse_weince.evaluation.runner import CachingEncoder, load_tasks
     from simcse_weince.evaluation.senteval_classifier import ENGINES, FAST_CONFIG, TEST_CONFIG
-    from simcse_weince.evaluation.transfer import evaluate_transfer
 
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the encoder's and the batched classifiers' device
     engines = list(dict.fromkeys(args.engines.split(",")))
@@ -111,6 +112,10 @@ def time_classifiers(args: argparse.Namespace) -> None:
             f"error: --engines {args.engines!r}: {bad[0]!r} is not one of {', '.join(ENGINES)} "
             "('graph' needs a CUDA device)"
         )
+    from simcse_weince.evaluation.runner import CachingEncoder, load_tasks
+    from simcse_weince.evaluation.transfer import evaluate_transfer
+    from simcse_weince.text.encoder import load_text_encoder
+
     loaded = load_tasks(args.tasks, args.mode, senteval_root())
     cached = CachingEncoder(load_text_encoder(resolve_model_path(args.model), device=device))
     store = Path(args.embeddings) if args.embeddings else None
