@@ -44,6 +44,10 @@ def main() -> None:
         torch.save(cached_grads, out / "grads.pt")
         counts = {"cached": cached_calls, "uncached": calls[0] - cached_calls}
         (out / "allreduce.json").write_text(json.dumps(counts), encoding="utf-8")
+    # Both processes leave the group together and close it: exiting with gloo's threads still running aborted a
+    # process now and then ("terminate called without an active exception", SIGABRT after its work was done).
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,12 @@ from pathlib import Path
 from simcse_weince.cli.train_text import main
 
 if __name__ == "__main__":
+    import torch.distributed as dist
+
     for argv in json.loads(Path(sys.argv[1]).read_text(encoding="utf-8")):
         code = main(argv)
         if code:
             raise SystemExit(code)
+    if dist.is_initialized():  # leave together and close the group (see tests/text/grad_cache_ddp.py)
+        dist.barrier()
+        dist.destroy_process_group()
