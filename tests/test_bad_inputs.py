@@ -154,7 +154,58 @@ TRAIN_CASES: dict[str, tuple[Case, str]] = {
     ),
 }
 
+
+def _beir(tmp: Path, corpus: str = '{"_id": "d1", "text": "a"}\n', queries: str = '{"_id": "q1", "text": "b"}\n',
+          qrels: str | None = "q1\td1\t1\n") -> str:  # fmt: skip
+    """A BEIR folder in ``tmp/beir``, its files as given (``qrels`` None: no qrels folder)."""
+    folder = tmp / "beir"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text(corpus, encoding="utf-8")
+    (folder / "queries.jsonl").write_text(queries, encoding="utf-8")
+    if qrels is not None:
+        (folder / "qrels").mkdir()
+        (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")
+    return f"retrieval:{folder}"
+
+
+def _eval_beir(**files: str | None) -> Case:
+    return lambda t, fx: ["--model", str(fx["weights"]), "--tasks", _beir(t, **files)]
+
+
 EVAL_CASES: dict[str, tuple[Case, str]] = {
+    "retrieval folder missing": (
+        lambda t, fx: ["--model", str(fx["weights"]), "--tasks", f"retrieval:{t / 'nope'}"],
+        "error: no such retrieval folder {tmp}/nope; expected a BEIR folder",
+    ),
+    "retrieval corpus line not JSON": (
+        _eval_beir(corpus='{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": \n'),
+        "error: {tmp}/beir/corpus.jsonl:2: not JSON",
+    ),
+    "retrieval duplicate document id": (
+        _eval_beir(corpus='{"_id": "d1", "text": "a"}\n{"_id": "d1", "text": "b"}\n'),
+        "error: {tmp}/beir/corpus.jsonl:2: duplicate _id 'd1' (first at line 1)",
+    ),
+    "retrieval query without text": (
+        _eval_beir(queries='{"_id": "q1"}\n'),
+        "error: {tmp}/beir/queries.jsonl:1: expected a text 'text', got no such field",
+    ),
+    "retrieval empty corpus": (_eval_beir(corpus="\n"), "error: {tmp}/beir/corpus.jsonl: no entries"),
+    "retrieval qrel names an unknown query": (
+        _eval_beir(qrels="q1\td1\t1\nq9\td1\t1\n"),
+        "error: {tmp}/beir/qrels/test.tsv:3: query-id 'q9' is not in queries.jsonl",
+    ),
+    "retrieval qrel names an unknown document": (
+        _eval_beir(qrels="q1\td7\t1\n"),
+        "error: {tmp}/beir/qrels/test.tsv:2: corpus-id 'd7' is not in corpus.jsonl",
+    ),
+    "retrieval qrels split missing": (
+        _eval_beir(qrels=None),
+        "error: missing file {tmp}/beir/qrels/test.tsv (the test split); it has no qrels/*.tsv",
+    ),
+    "retrieval without a folder": (
+        lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "retrieval:"],
+        "names no folder; expected retrieval:PATH",
+    ),
     "unknown task": (lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "STS17"], "unknown task 'STS17'"),
     "missing task folder": (
         lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "MR", "--data_dir", str(t)],

@@ -1,9 +1,10 @@
-"""Command line of ``evaluate_sts.py``: evaluate any checkpoint on STS and SentEval transfer tasks."""
+"""Command line of ``evaluate_sts.py``: evaluate any checkpoint on STS, SentEval transfer and retrieval tasks."""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simcse_weince.cli.errors import Stopped, run_command
+from simcse_weince.evaluation.retrieval import SEARCHES
 from simcse_weince.evaluation.runner import (
     MODES,
     EvaluationReport,
@@ -31,8 +33,9 @@ from simcse_weince.text.poolers import POOLERS
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        description="Evaluate a sentence encoder on STS12-16, STS-B, SICK-R (Spearman, SentEval 'all') and the "
-        "SentEval transfer tasks (MR, CR, SUBJ, MPQA, SST2, TREC, MRPC).",
+        description="Evaluate a sentence encoder on STS12-16, STS-B, SICK-R (Spearman, SentEval 'all'), the "
+        "SentEval transfer tasks (MR, CR, SUBJ, MPQA, SST2, TREC, MRPC) and retrieval (BEIR-layout folders, or "
+        "offline tasks constructed from SentEval's files).",
         allow_abbrev=False,
     )
     p.add_argument("--model", required=True, help="SimCSE output folder, SentenceTransformer folder, or HF encoder")
@@ -42,7 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="override the pooling (default: the SentenceTransformer's own; cls_before_pooler for plain HF encoders)",
     )
-    p.add_argument("--tasks", default="sts", help="sts | transfer | all | comma-separated task names")
+    p.add_argument(
+        "--tasks",
+        default="sts",
+        help="sts | transfer | retrieval | all | comma-separated task names, and retrieval:PATH for a BEIR folder "
+        "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv) or its qrels file; 'retrieval' alone runs the offline "
+        "tasks STSB-paraphrase, MRPC-paraphrase, SICK-entailment (constructed here, not published benchmarks)",
+    )
     p.add_argument("--mode", choices=MODES, default="test", help="dev | test | fast (5-fold transfer)")
     p.add_argument(
         "--data_dir",
@@ -62,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace an eval_<mode> report of a different model in the output folder (the same model's own "
         "report is always replaced)",
     )
+    add_run_options(p)
+    return p
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """How the evaluation runs: encoding, the transfer classifiers, the retrieval search, progress."""
     p.add_argument("--batch_size", type=int, default=128)
     p.add_argument("--max_length", type=int, default=None, help="token limit (default: the model's, at most 512)")
     p.add_argument("--device", default=None)
@@ -87,15 +102,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the senteval classifiers step (same models either way): auto (a CUDA graph per step on a GPU, "
         "eager on a CPU), eager (one kernel at a time), static or graph (CUDA only)",
     )
+    p.add_argument(
+        "--search",
+        choices=SEARCHES,
+        default="exact",
+        help="retrieval search: exact (chunked top-k, memory linear in the corpus; default) or faiss (an exact "
+        "flat index; needs pip install faiss-cpu)",
+    )
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
-    return p
 
 
-def _check_engine(engine: str, device: str | None) -> None:
-    """``graph`` needs the classifiers on a CUDA device: say so before anything loads."""
-    target = classifier_device(device)
-    if engine == "graph" and target.type != "cuda":
+def _check_options(args: argparse.Namespace) -> None:
+    """What the options need, said before anything loads: ``graph`` needs the classifiers on a CUDA device, and
+    ``--search faiss`` the faiss package."""
+    target = classifier_device(args.device)
+    if args.classifier_engine == "graph" and target.type != "cuda":
         raise ValueError(f"--classifier_engine graph needs a CUDA device; the classifiers would run on {target}")
+    if args.search == "faiss" and importlib.util.find_spec("faiss") is None:
+        raise ValueError("--search faiss needs the faiss package, which is not installed: pip install faiss-cpu")
 
 
 MAX_NAME = 120  # characters of a default report folder's name
@@ -166,7 +190,7 @@ def run(argv: Sequence[str]) -> dict:
     """Parse, read every task's files, load the model, evaluate (results saved before the first task, marked
     partial, and after every task); Ctrl-C ends in :class:`Stopped`, naming the partial report."""
     args = build_parser().parse_args(argv)
-    _check_engine(args.classifier_engine, args.device)
+    _check_options(args)
     data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
     tasks = load_tasks(args.tasks, args.mode, data_dir)  # missing or malformed files fail before the model loads
     model_path = check_model_source(args.model)
@@ -200,6 +224,7 @@ def run(argv: Sequence[str]) -> dict:
             device=args.device,
             show_progress_bar=not args.no_progress,
             model_id=model_id,
+            search=args.search,
         )
     except KeyboardInterrupt as err:
         raise Stopped(stopped_message(saved[0] if saved else None, *report_paths(out, tasks.mode))) from err

@@ -1,4 +1,5 @@
-"""STS (SentEval "all" protocol) and SentEval transfer evaluation.
+"""STS (SentEval "all" protocol), SentEval transfer and retrieval evaluation (task families:
+:mod:`simcse_weince.evaluation.families`).
 
 The names below are imported on first use (PEP 562), so that a module that needs only the STS data or the
 encoder protocol (training's STS-B dev evaluator) does not import the transfer classifiers' scikit-learn.
@@ -21,6 +22,12 @@ _HOMES = {
     "TransferResult": "transfer",
     "evaluate_transfer": "transfer",
     "TransferTask": "transfer_data",
+    "RetrievalResult": "retrieval",
+    "evaluate_retrieval": "retrieval",
+    "RetrievalTask": "retrieval_data",
+    "load_beir_folder": "retrieval_data",
+    "TaskFamily": "family",
+    "FAMILIES": "families",
     "load_transfer_task": "transfer_data",
 }
 __all__ = sorted(_HOMES)

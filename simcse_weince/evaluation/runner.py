@@ -1,4 +1,9 @@
-"""Run a set of STS and transfer tasks on one encoder and format the SimCSE-paper-style tables."""
+"""Run a set of evaluation tasks on one encoder and format the SimCSE-paper-style tables.
+
+Everything family-specific (which tasks exist, how they load and run, their columns) lives in the family's
+registry entry (:mod:`simcse_weince.evaluation.families`); this module only resolves a task spec, loads every
+task first, runs them in order and keeps the report.
+"""
 
 from __future__ import annotations
 
@@ -9,53 +14,52 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from simcse_weince.evaluation.encoder import Encoder
-from simcse_weince.evaluation.senteval_classifier import FAST_CONFIG, TEST_CONFIG, Engine
-from simcse_weince.evaluation.sts import STSResult, evaluate_sts
-from simcse_weince.evaluation.sts_data import STS_YEARS, STSTask, load_sts_task
-from simcse_weince.evaluation.transfer import Classifier, TransferResult, evaluate_transfer
-from simcse_weince.evaluation.transfer_data import TRANSFER_TASKS, TransferTask, load_transfer_task
+from simcse_weince.evaluation.families import FAMILIES
+from simcse_weince.evaluation.family import MODES, RunOptions, TaskResult
 
 logger = logging.getLogger(__name__)
 
-STS_TASKS: tuple[str, ...] = (*STS_YEARS, "STSBenchmark", "SICKRelatedness")
-STS_SHORT = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
-ALIASES = {
-    "STSB": "STSBenchmark",
-    "STS-B": "STSBenchmark",
-    "SICKR": "SICKRelatedness",
-    "SICK-R": "SICKRelatedness",
-    "SST": "SST2",
-    "SST-2": "SST2",
-}
-MODES = ("dev", "test", "fast")
+__all__ = ["MODES", "CachingEncoder", "EvaluationReport", "TaskSet", "load_tasks", "resolve_tasks", "run_evaluation"]
 
 
-def resolve_tasks(spec: str | Sequence[str]) -> tuple[list[str], list[str]]:
-    """``sts`` | ``transfer`` | ``all`` | comma-separated names -> (STS tasks, transfer tasks)."""
+def resolve_tasks(spec: str | Sequence[str]) -> dict[str, list[str]]:
+    """A task spec -> {family: its task names, in the order given}.
+
+    The spec is a comma-separated string or a list of: ``all`` (every family's built-in tasks), a family's word
+    (``sts``, ``transfer``, ``retrieval``: its built-in tasks), a task name or alias (case-insensitive), or a
+    family's own spec (``retrieval:PATH``). Every family appears in the result, in registry order.
+    """
     names = spec.split(",") if isinstance(spec, str) else list(spec)
-    sts, transfer = [], []
+    chosen: dict[str, list[str]] = {f: [] for f in FAMILIES}
+
+    def add(family: str, task: str) -> None:
+        if task not in chosen[family]:
+            chosen[family].append(task)
+
     for raw in names:
         name = raw.strip()
-        if name.lower() in ("sts", "all"):
-            sts += [t for t in STS_TASKS if t not in sts]
-        if name.lower() in ("transfer", "all"):
-            transfer += [t for t in TRANSFER_TASKS if t not in transfer]
-        if name.lower() in ("sts", "transfer", "all"):
+        if name.lower() == "all" or name.lower() in FAMILIES:
+            for fam in FAMILIES.values():
+                if name.lower() in ("all", fam.name):
+                    for task in fam.builtin_tasks:
+                        add(fam.name, task)
             continue
-        name = ALIASES.get(name.upper(), ALIASES.get(name, name))
-        if name in STS_TASKS:
-            sts.append(name) if name not in sts else None
-        elif name in TRANSFER_TASKS:
-            transfer.append(name) if name not in transfer else None
+        for fam in FAMILIES.values():
+            task = fam.resolve(name)
+            if task is not None:
+                add(fam.name, task)
+                break
         else:
+            known = [t for fam in FAMILIES.values() for t in fam.builtin_tasks]
             raise ValueError(
-                f"unknown task {raw!r}; expected sts, transfer, all or names from {[*STS_TASKS, *TRANSFER_TASKS]}"
+                f"unknown task {raw!r}; expected all, {', '.join(FAMILIES)}, retrieval:PATH or names from {known}"
             )
-    return sts, transfer
+    return chosen
 
 
 class CachingEncoder:
@@ -81,52 +85,62 @@ class EvaluationReport:
     """The results so far of one evaluation. ``planned`` lists every task it was started with, in order: until all
     of them have a result the report is partial (``complete`` false, ``missing_tasks`` in the JSON and the table),
     so a report saved before the first task and after each one says what a stopped or killed run left out.
-    ``model_id`` records which model it is for (a resolved local folder or a Hub id)."""
+    ``model_id`` records which model it is for (a resolved local folder or a Hub id). ``results`` holds each
+    family's results by task (every registered family has an entry)."""
 
     model: str
     mode: str
     classifier: str = "senteval"
-    sts: dict[str, STSResult] = field(default_factory=dict)
-    transfer: dict[str, TransferResult] = field(default_factory=dict)
+    results: dict[str, dict[str, TaskResult]] = field(default_factory=lambda: {f: {} for f in FAMILIES})
     seconds: float = 0.0
     encode_seconds: float = 0.0
     planned: list[str] = field(default_factory=list)
     model_id: str | None = None
 
+    def __getattr__(self, name: str) -> dict[str, Any]:
+        """``report.sts``, ``report.transfer``, ...: one family's results by task."""
+        if name != "results" and name in FAMILIES:
+            return self.results[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def missing_tasks(self) -> list[str]:
         """The planned tasks without a result yet, in the order they run."""
-        return [t for t in self.planned if t not in self.sts and t not in self.transfer]
+        return [t for t in self.planned if not any(t in r for r in self.results.values())]
 
     @property
     def complete(self) -> bool:
         return not self.missing_tasks()
 
+    def scores(self, family: str) -> dict[str, float]:
+        """The family's headline number of each task done, by column name."""
+        fam = FAMILIES[family]
+        return {fam.column(t): fam.headline(r, self.mode) for t, r in self.results[family].items()}
+
     def sts_scores(self) -> dict[str, float]:
-        return {STS_SHORT.get(k, k): v.main for k, v in self.sts.items()}
+        return self.scores("sts")
 
     def transfer_scores(self) -> dict[str, float]:
-        key = "dev_acc" if self.mode == "dev" else "test_acc"
-        return {k: getattr(v, key) for k, v in self.transfer.items()}
+        return self.scores("transfer")
 
     def to_dict(self) -> dict:
-        sts, tr = self.sts_scores(), self.transfer_scores()
-        return {
+        out: dict[str, Any] = {
             "model": self.model,
             "model_id": self.model_id,
             "mode": self.mode,
             "classifier": self.classifier,
             "complete": self.complete,
             "missing_tasks": self.missing_tasks(),
-            "sts": {k: v.to_dict() for k, v in self.sts.items()},
-            "transfer": {k: v.to_dict() for k, v in self.transfer.items()},
-            "sts_avg": float(np.mean(list(sts.values()))) if sts else None,
-            "transfer_avg": float(np.mean(list(tr.values()))) if tr else None,
-            "seconds": self.seconds,
-            "encode_seconds": self.encode_seconds,
         }
+        for family, results in self.results.items():
+            out[family] = {k: v.to_dict() for k, v in results.items()}
+        for family in self.results:
+            scores = self.scores(family)
+            out[f"{family}_avg"] = float(np.mean(list(scores.values()))) if scores else None
+        return out | {"seconds": self.seconds, "encode_seconds": self.encode_seconds}
 
     def markdown(self) -> str:
-        """One table, as SimCSE's: the STS tasks and their "Avg.", then the transfer tasks and theirs."""
+        """One table, as SimCSE's: each family's tasks and its "Avg." (STS, then transfer, then retrieval), the
+        measure of each, then any family's notes and detail table."""
         where = f" ({self.model_id})" if self.model_id and self.model_id != self.model else ""
         head = (
             f"Model: `{self.model}`{where} · mode: {self.mode} · transfer classifier: {self.classifier} · "
@@ -141,34 +155,52 @@ class EvaluationReport:
             )
         cols: list[str] = []
         vals: list[float] = []
-        for label, scores in (("STS Avg.", self.sts_scores()), ("Transfer Avg.", self.transfer_scores())):
-            if scores:
-                cols += [*scores, label]
-                vals += [*scores.values(), float(np.mean(list(scores.values())))]
+        measures, extra = [], []
+        for family, results in self.results.items():
+            scores = self.scores(family)
+            if not scores:
+                continue
+            fam = FAMILIES[family]
+            cols += [*scores, fam.average_label]
+            vals += [*scores.values(), float(np.mean(list(scores.values())))]
+            measures.append(fam.measure(self.mode))
+            extra += [*fam.notes(results)]
+            detail = fam.detail(results, self.mode)
+            extra += ["", detail] if detail else []
         if not cols:
             return head + "\n"
-        measure = 'STS: Spearman × 100 ("all"); transfer: ' + ("dev" if self.mode == "dev" else "test") + " accuracy"
-        return "\n".join(
-            [
-                head,
-                "",
-                "| " + " | ".join(cols) + " |",
-                "|" + "---|" * len(cols),
-                "| " + " | ".join(f"{v:.2f}" for v in vals) + " |",
-                "",
-                measure,
-                "",
-            ]
-        )
+        table = [
+            "| " + " | ".join(cols) + " |",
+            "|" + "---|" * len(cols),
+            "| " + " | ".join(f"{v:.2f}" for v in vals) + " |",
+        ]
+        return "\n".join([head, "", *table, "", "; ".join(measures), *(["", *extra] if extra else []), ""])
 
 
 @dataclass
 class TaskSet:
-    """The loaded data of every requested task (all files read and checked before anything is encoded)."""
+    """The loaded data of every requested task (all files read and checked before anything is encoded):
+    ``tasks[family][task]``, every registered family present."""
 
     mode: str
-    sts: dict[str, STSTask] = field(default_factory=dict)
-    transfer: dict[str, TransferTask] = field(default_factory=dict)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=lambda: {f: {} for f in FAMILIES})
+
+    @classmethod
+    def of(cls, mode: str, **by_family: dict[str, Any]) -> TaskSet:
+        """A task set from already-loaded tasks, e.g. ``TaskSet.of("fast", transfer={"T": task})``."""
+        loaded = cls(mode)
+        for family, tasks in by_family.items():
+            loaded.tasks[family].update(tasks)
+        return loaded
+
+    def __getattr__(self, name: str) -> dict[str, Any]:
+        """``tasks.sts``, ``tasks.transfer``, ...: one family's loaded tasks by name."""
+        if name != "tasks" and name in FAMILIES:
+            return self.tasks[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def planned(self) -> list[str]:
+        return [t for tasks in self.tasks.values() for t in tasks]
 
 
 def load_tasks(tasks: str | Sequence[str], mode: str, data_dir: Path | None) -> TaskSet:
@@ -180,14 +212,12 @@ def load_tasks(tasks: str | Sequence[str], mode: str, data_dir: Path | None) -> 
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    sts_names, transfer_names = resolve_tasks(tasks)
-    if mode == "dev":
-        sts_names = [t for t in sts_names if t in ("STSBenchmark", "SICKRelatedness")]
     loaded = TaskSet(mode)
-    for name in sts_names:
-        loaded.sts[name] = load_sts_task(name, data_dir, "dev" if mode == "dev" else "test")
-    for name in transfer_names:
-        loaded.transfer[name] = load_transfer_task(name, data_dir)
+    for family, names in resolve_tasks(tasks).items():
+        fam = FAMILIES[family]
+        for name in names:
+            if fam.runs_in_mode(name, mode):
+                loaded.tasks[family][name] = fam.load(name, mode, data_dir)
     return loaded
 
 
@@ -199,14 +229,15 @@ def run_evaluation(
     data_dir: Path | None = None,
     seed: int = 1111,
     on_task: Callable[[EvaluationReport], None] | None = None,
-    classifier: Classifier = "senteval",
+    classifier: str = "senteval",
     device: str | None = None,
     show_progress_bar: bool = False,
-    engine: Engine = "auto",
+    engine: str = "auto",
     model_id: str | None = None,
+    search: str = "exact",
 ) -> EvaluationReport:
-    """Evaluate ``encoder`` on the tasks; ``mode`` = dev (STS-B/SICK-R dev, transfer dev accuracy),
-    test (everything, 10-fold), fast (everything, 5-fold, fewer solver iterations).
+    """Evaluate ``encoder`` on the tasks; ``mode`` = dev (STS-B/SICK-R dev, transfer dev accuracy, retrieval dev
+    qrels), test (everything, 10-fold), fast (everything, 5-fold, fewer solver iterations).
 
     ``tasks`` is a task spec (its files are all read first, see :func:`load_tasks`) or a loaded
     :class:`TaskSet`; ``on_task(report)`` is called once before the first task (every task still missing) and
@@ -215,12 +246,13 @@ def run_evaluation(
     5-fold) or ``sklearn`` (scikit-learn's exact logistic regression); ``device`` is where the senteval
     classifiers train (default: CUDA when available) and ``engine`` how they step (the same models either way,
     see :func:`~simcse_weince.evaluation.senteval_classifier.fit_logregs`); ``show_progress_bar`` shows a bar
-    per transfer task and phase over its classifiers.
+    per transfer task and phase over its classifiers, and over the retrieval search; ``search`` is the retrieval
+    search (``exact`` or ``faiss``).
     """
     loaded = tasks if isinstance(tasks, TaskSet) else load_tasks(tasks, mode, data_dir)
-    mode = loaded.mode
+    options = RunOptions(loaded.mode, seed, classifier, device, engine, show_progress_bar, search, logger.info)
     cached = CachingEncoder(encoder)
-    report = EvaluationReport(model_name, mode, classifier, planned=[*loaded.sts, *loaded.transfer], model_id=model_id)
+    report = EvaluationReport(model_name, loaded.mode, classifier, planned=loaded.planned(), model_id=model_id)
     t0 = time.perf_counter()
 
     def done() -> None:
@@ -230,29 +262,10 @@ def run_evaluation(
             on_task(report)
 
     done()  # a report listing every task as missing, before any runs: a run killed hard leaves it marked partial
-    for name, task in loaded.sts.items():
-        report.sts[name] = res = evaluate_sts(cached, task)
-        skipped = f", {res.skipped} unscored pairs skipped" if res.skipped else ""
-        logger.info("%s: Spearman %.2f on %d pairs%s", name, res.main, res.num_pairs, skipped)
-        done()
-    k, max_iter, config = (5, 200, FAST_CONFIG) if mode == "fast" else (10, 1000, TEST_CONFIG)
-    for name, task in loaded.transfer.items():
-        if task.empty_sentences:
-            logger.info("%s: %d blank lines kept as empty sentences (SentEval's behaviour)", name, task.empty_sentences)
-        report.transfer[name] = evaluate_transfer(
-            cached,
-            task,
-            k=k,
-            seed=seed,
-            max_iter=max_iter,
-            log=logger.info,
-            classifier=classifier,
-            config=config,
-            device=device,
-            show_progress_bar=show_progress_bar,
-            engine=engine,
-        )
-        done()
+    for family, family_tasks in loaded.tasks.items():
+        for name, task in family_tasks.items():
+            report.results[family][name] = FAMILIES[family].run(cached, name, task, options)
+            done()
     done()
     return report
 

@@ -109,12 +109,13 @@ def test_cli_reports_of_two_models_named_model_do_not_collide(
 def test_cli_interrupted_evaluation_ends_in_one_line_and_leaves_a_partial_report(
     tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch
 ) -> None:
-    import simcse_weince.evaluation.runner as runner
+    import simcse_weince.evaluation.families.sts as sts_family
+    import simcse_weince.evaluation.transfer as transfer
 
     out = tmp_path / "ev"
     js, md = out / "eval_fast.json", out / "eval_fast.md"
     on_disk_before_first_task = []
-    real_sts = runner.evaluate_sts
+    real_sts = sts_family.evaluate_sts
 
     def sts_seeing_the_saved_report(*args, **kwargs):
         on_disk_before_first_task.append(json.loads(js.read_text()) if js.exists() else None)  # what a kill leaves
@@ -123,8 +124,8 @@ def test_cli_interrupted_evaluation_ends_in_one_line_and_leaves_a_partial_report
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt  # Ctrl-C in the transfer phase, after the first task
 
-    monkeypatch.setattr(runner, "evaluate_sts", sts_seeing_the_saved_report)
-    monkeypatch.setattr(runner, "evaluate_transfer", ctrl_c)
+    monkeypatch.setattr(sts_family, "evaluate_sts", sts_seeing_the_saved_report)
+    monkeypatch.setattr(transfer, "evaluate_transfer", ctrl_c)
     data = shared_data / "senteval" / "downstream"
     options = argv(
         model=tiny_bert_weights_dir, pooler="avg", tasks="SICKR,TREC,MPQA", mode="fast", data_dir=data,

@@ -116,9 +116,16 @@ def test_pair_features() -> None:
 
 
 def test_resolve_tasks_and_cache() -> None:
-    assert resolve_tasks("sts")[0][-2:] == ["STSBenchmark", "SICKRelatedness"] and resolve_tasks("sts")[1] == []
-    assert resolve_tasks("all")[1] == ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
-    assert resolve_tasks("STSB,sick-r,SST-2,TREC") == (["STSBenchmark", "SICKRelatedness"], ["SST2", "TREC"])
+    assert (
+        resolve_tasks("sts")["sts"][-2:] == ["STSBenchmark", "SICKRelatedness"]
+        and resolve_tasks("sts")["transfer"] == []
+    )
+    assert resolve_tasks("all")["transfer"] == ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
+    assert resolve_tasks("STSB,sick-r,SST-2,TREC") == {
+        "sts": ["STSBenchmark", "SICKRelatedness"],
+        "transfer": ["SST2", "TREC"],
+        "retrieval": [],
+    }
     with pytest.raises(ValueError, match="unknown task 'STS17'"):
         resolve_tasks("STS17")
     inner = _Lookup({"a": np.ones(2), "b": np.zeros(2)})
@@ -213,7 +220,7 @@ def test_runner_shows_classifier_progress_and_one_table(capsys: pytest.CaptureFi
     x, y = _blobs(90, 4, 2, sep=6.0)
     names = [f"s{i}" for i in range(90)]
     task = TransferTask("T", "test", {"train": Split(names[:60], y[:60]), "test": Split(names[60:], y[60:])}, 2)
-    loaded = TaskSet("fast", transfer={"T": task})
+    loaded = TaskSet.of("fast", transfer={"T": task})
     report = run_evaluation(_TableEncoder(dict(zip(names, x, strict=True))), "m", loaded, show_progress_bar=True)
     bars = capsys.readouterr().err
     assert "T: penalty search" in bars and "T: refit on the training set" in bars

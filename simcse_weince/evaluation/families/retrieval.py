@@ -1,0 +1,88 @@
+"""The retrieval family: a BEIR-layout folder of the user's (``retrieval:PATH``) or the offline tasks constructed
+here from SentEval's files (``retrieval`` alone, or their names: STSB-paraphrase, MRPC-paraphrase,
+SICK-entailment). Metrics as sentence-transformers' ``InformationRetrievalEvaluator`` (see
+:mod:`simcse_weince.evaluation.retrieval`); the table's headline is nDCG@10 × 100, the detail table has all of
+them. Splits: a folder's ``qrels/dev.tsv`` in ``dev`` mode, ``qrels/test.tsv`` otherwise (or the qrels file that
+PATH names)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from simcse_weince.evaluation.encoder import Encoder
+from simcse_weince.evaluation.family import RunOptions, TaskFamily
+from simcse_weince.evaluation.retrieval import METRIC_NAMES, RetrievalResult, evaluate_retrieval
+from simcse_weince.evaluation.retrieval_data import BUILTIN_TASKS, RetrievalTask, load_beir_folder, load_builtin_task
+
+PREFIX = "retrieval:"
+
+
+def folder_split(mode: str) -> str:
+    """The qrels split a folder is scored on in ``mode``."""
+    return "dev" if mode == "dev" else "test"
+
+
+class RetrievalFamily(TaskFamily):
+    name = "retrieval"
+    average_label = "Retrieval Avg."
+
+    @property
+    def builtin_tasks(self) -> tuple[str, ...]:
+        return tuple(BUILTIN_TASKS)
+
+    def resolve(self, name: str) -> str | None:
+        if name.lower().startswith(PREFIX):
+            target = name[len(PREFIX) :].strip()
+            if not target:
+                raise ValueError(f"task {name!r} names no folder; expected retrieval:PATH (a BEIR folder)")
+            builtin = super().resolve(target)
+            return builtin or PREFIX + target
+        return super().resolve(name)
+
+    def load(self, task: str, mode: str, data_dir: Path | None) -> RetrievalTask:
+        if task.startswith(PREFIX):
+            path = task[len(PREFIX) :]
+            return load_beir_folder(path, folder_split(mode), name=Path(path).name)
+        return load_builtin_task(task, data_dir, mode)
+
+    def run(self, encoder: Encoder, task: str, loaded: RetrievalTask, options: RunOptions) -> RetrievalResult:
+        res = evaluate_retrieval(encoder, loaded, options.search, options.device, options.show_progress_bar)
+        options.log(
+            f"{loaded.name}: nDCG@10 {res.main:.2f}, MRR@10 {100 * res.metrics['mrr@10']:.2f}, "
+            f"Recall@10 {100 * res.metrics['recall@10']:.2f} ({res.num_queries} queries, {res.num_corpus} documents)"
+        )
+        return res
+
+    def headline(self, result: RetrievalResult, mode: str) -> float:
+        return result.main
+
+    def column(self, task: str) -> str:
+        return Path(task[len(PREFIX) :]).name if task.startswith(PREFIX) else task
+
+    def measure(self, mode: str) -> str:
+        return "retrieval: nDCG@10 × 100"
+
+    def notes(self, results: Mapping[str, RetrievalResult]) -> Sequence[str]:
+        built = [r.task for r in results.values() if r.construction]
+        if not built:
+            return ()
+        return (
+            f"{', '.join(built)}: retrieval tasks constructed by this project from SentEval's files, not published "
+            "benchmarks (construction in the JSON and docs/evaluation.md).",
+        )
+
+    def detail(self, results: Mapping[str, RetrievalResult], mode: str) -> str | None:
+        if not results:
+            return None
+        head = ["task", "queries", "documents", *METRIC_NAMES]
+        rows = [
+            [r.task, str(r.num_queries), str(r.num_corpus), *(f"{100 * r.metrics[m]:.2f}" for m in METRIC_NAMES)]
+            for r in results.values()
+        ]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(["Retrieval (× 100):", "", *lines])
+
+
+FAMILY = RetrievalFamily()
