@@ -148,6 +148,36 @@ TRAIN_CASES: dict[str, tuple[Case, str]] = {
         lambda t, fx: _text_args(t, fx, "--resume_from_checkpoint", "last"),
         "no complete checkpoint",
     ),
+    "validation in no known form": (
+        lambda t, fx: _text_args(t, fx, "--validation", "beir:x"),
+        "error: command line: --validation beir:x: validation 'beir:x': expected stsb (STS-B dev), sts:PATH",
+    ),
+    "validation metric it does not report": (
+        lambda t, fx: _text_args(t, fx, "--validation", f"retrieval:{t}"),
+        "metric_for_best_model 'stsb_spearman' is not a metric of validation 'retrieval:{tmp}'; expected one of "
+        "retrieval_ndcg@10",
+    ),
+    "validation folder missing": (
+        lambda t, fx: _text_args(
+            t, fx, "--validation", f"retrieval:{t / 'no'}", "--metric_for_best_model", "retrieval_ndcg@10"
+        ),
+        "error: no such retrieval folder {tmp}/no",
+    ),
+    "validation STS file lacks a column": (
+        lambda t, fx: _text_args(
+            t,
+            fx,
+            "--validation",
+            "sts:" + _write(t / "v.csv", b"sentence1,score\na,1\n"),
+            "--metric_for_best_model",
+            "sts_spearman",
+        ),
+        "error: {tmp}/v.csv:1: the header lacks sentence2",
+    ),
+    "eval_max_pairs with a retrieval validation": (
+        lambda t, fx: _text_args(t, fx, "--validation", f"retrieval:{t}", "--eval_max_pairs", "10"),
+        "eval_max_pairs cuts STS pairs, but validation",
+    ),
     "missing SentEval folder": (
         lambda t, fx: _text_args(t, fx, "--senteval_dir", str(t / "no-senteval")),
         "STSBenchmark",

@@ -2,8 +2,8 @@
 supervised (rows of pairs or triplets), with WEINCE or InfoNCE.
 
 Parse the config (every setting validated before anything loads), read and tokenise the corpus into the
-token cache, load the encoder, train with :class:`~simcse_weince.text.trainer.SimCSETrainer` (STS-B dev every
-``eval_steps``, best checkpoint kept), score STS-B, and end the run
+token cache, load the encoder, train with :class:`~simcse_weince.text.trainer.SimCSETrainer` (the validation,
+STS-B dev by default, every ``eval_steps``, best checkpoint kept), score STS-B, and end the run
 (:func:`~simcse_weince.training.ending.finish_run`: SentenceTransformer export, Hub push, card, ``results.json``).
 """
 
@@ -28,7 +28,8 @@ from simcse_weince.text.data import SimCSECollator
 from simcse_weince.text.export import export_sentence_transformer
 from simcse_weince.text.model import SimCSEModel, inference_max_length, load_hf_encoder
 from simcse_weince.text.model_card import inference_description, render_model_card, score_label
-from simcse_weince.text.trainer import SimCSETrainer, STSEvaluator
+from simcse_weince.text.trainer import SimCSETrainer
+from simcse_weince.text.validation import ValidationEvaluator, load_validation_task, parse_validation
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
 from simcse_weince.training.ending import exit_code, finish_run
@@ -45,6 +46,26 @@ def stsb_task(data: DataArguments, split: str) -> STSTask:
     return load_sts_task("STSBenchmark", root, split).first_pairs(data.eval_max_pairs)
 
 
+def evaluation_tasks(data: DataArguments, metric: str | None) -> tuple[dict, dict]:
+    """The tasks scored during and after training, every file read (before the model loads): ``{"stsb_dev" or
+    "validation": the validation task, "stsb_test": STS-B test (with eval_test_at_end)}``, and what
+    ``results.json`` records of the validation (its setting, label and the metric that picks the best checkpoint).
+
+    Raises:
+        ValueError: ``metric`` is not one the validation reports.
+    """
+    chosen = parse_validation(data.validation)
+    record = {"setting": chosen.spec, "label": chosen.label, "metric": chosen.check_metric(metric)}
+    if chosen.kind == "stsb":
+        tasks = {"stsb_dev": stsb_task(data, "dev")}
+    else:
+        task = load_validation_task(chosen)
+        tasks = {"validation": task.first_pairs(data.eval_max_pairs) if isinstance(task, STSTask) else task}
+    if data.eval_test_at_end:
+        tasks["stsb_test"] = stsb_task(data, "test")
+    return tasks, record
+
+
 def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     """Train from a config (YAML path + overrides); ``callbacks`` are added to the Trainer's."""
     model_args, data_args, loss_args, args = parse_config(ARG_GROUPS, argv)
@@ -58,8 +79,7 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
     model_args, data_args, loss_args, args = groups.values()
     model_path = check_model_source(model_args.model_name_or_path)
     tokenizer_path = check_model_source(model_args.tokenizer_name) if model_args.tokenizer_name else model_path
-    splits = ("dev", "test") if data_args.eval_test_at_end else ("dev",)
-    tasks = {f"stsb_{split}": stsb_task(data_args, split) for split in splits}  # every file read before the model
+    tasks, validation = evaluation_tasks(data_args, args.metric_for_best_model)  # every file read before the model
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     corpus, stats = prepare_corpus(data_args, tokenizer, args, loss_args.gather_across_devices)
     encoder = load_hf_encoder(model_path, model_args.init_from_config, model_args.overrides())
@@ -71,17 +91,19 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
     normalize, max_len = inference_settings(model_path)
     show = not args.disable_tqdm and args.process_index == 0
     evaluators = {
-        key: STSEvaluator(task, tokenizer, data_args.eval_batch_size, args.device, show, max_length=max_len)
+        key: ValidationEvaluator(task, tokenizer, data_args.eval_batch_size, args.device, show, "sts" if key ==
+                                 "validation" else "stsb", max_len)
         for key, task in tasks.items()
-    }
+    }  # fmt: skip
+    picked = {key: validation["metric"] if key != "stsb_test" else "stsb_spearman" for key in evaluators}
     trainer = SimCSETrainer(
         model=model, args=args, train_dataset=corpus, data_collator=SimCSECollator(tokenizer),
-        processing_class=tokenizer, evaluator=evaluators["stsb_dev"], loss=loss,
+        processing_class=tokenizer, evaluator=next(iter(evaluators.values())), loss=loss,
         mask_duplicates=loss_args.mask_duplicates, callbacks=list(callbacks) or None, run_state=state,
     )  # fmt: skip
 
     def scores() -> dict[str, float]:
-        return {key: evaluate(model)["stsb_spearman"] for key, evaluate in evaluators.items()}
+        return {key: evaluate(model)[picked[key]] for key, evaluate in evaluators.items()}
 
     results: dict = {"before": scores() if data_args.eval_before_training else {}}
     results |= train_and_record(trainer, args)  # the model now holds the best checkpoint's weights
@@ -89,6 +111,7 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
         "after": scores(), "text": stats.to_dict(), "loss": loss.get_config_dict() | {"name": loss_args.loss},
         "model": model_args.model_name_or_path, "pooler": model_args.pooler,
         "inference_pooler": model.inference_pooler, "eval_max_pairs": data_args.eval_max_pairs,
+        "validation": validation,
     }  # fmt: skip
 
     def card(usage_path: str) -> str:
@@ -99,7 +122,8 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
             supervised=len(stats.text_columns) > 1,
             **card_facts(trainer, loss_args.loss, loss), max_len=data_args.max_seq_length,
             pooler=model_args.pooler, inference_pooler=model.inference_pooler, eval_steps=args.eval_steps,
-            scores={score_label(k, data_args.eval_max_pairs): v for k, v in results["after"].items()},
+            scores={score_label(k, data_args.eval_max_pairs, validation): v for k, v in results["after"].items()},
+            selection=f"best {validation['metric']} on {validation['label']}",
             usage_path=usage_path, note=data_args.model_card_note,
             inference_desc=inference_description(normalize, max_len, inference_max_length(tokenizer, encoder.config)),
         )  # fmt: skip
@@ -121,8 +145,8 @@ def print_summary(results: dict) -> None:
         f"SimCSE run: {results['model']} ({results['loss']['name']}), pooler {results['inference_pooler']}",
         f"{'':<16}{'before':>10}{'after':>10}",
     ]
-    for key in ("stsb_dev", "stsb_test"):
-        label = score_label(key, results.get("eval_max_pairs"))
+    for key in ("stsb_dev", "validation", "stsb_test"):
+        label = score_label(key, results.get("eval_max_pairs"), results.get("validation"))
         if key in after:
             b = f"{before[key]:.2f}" if key in before else "-"
             lines.append(f"{label:<16}{b:>10}{after[key]:>10.2f}")
@@ -132,10 +156,16 @@ def print_summary(results: dict) -> None:
         f"model folder: {results.get('model_dir')}",
         *([f"Hub: {results['hub_url']}"] if "hub_url" in results else []),
         *([f"Hub push failed: {results['hub_error']}"] if "hub_error" in results else []),
-        "(Spearman x 100 of cosine similarity; 'after' is the checkpoint with the best STS-B dev score. One seed:\n"
+        f"(x 100: cosine Spearman for STS; 'after' is the checkpoint with the best {picked_by(results)}. One seed:\n"
         " seed-to-seed variation is not measured by this run, so small differences are not evidence of a gain.)",
     ]
     print("\n".join(lines))
+
+
+def picked_by(results: dict) -> str:
+    """``stsb_spearman on STS-B dev``: what chose the 'after' checkpoint."""
+    chosen = results.get("validation") or {"metric": "stsb_spearman", "label": "STS-B dev"}
+    return f"{chosen['metric']} on {chosen['label']}"
 
 
 def main(argv: Sequence[str] | None = None, callbacks: Sequence[TrainerCallback] = ()) -> int:

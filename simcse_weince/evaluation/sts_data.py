@@ -194,3 +194,71 @@ def load_sts_task(name: str, root: Path | None, split: str = "test") -> STSTask:
     if name == "SICKRelatedness":
         return load_sickr(root, split)
     raise ValueError(f"unknown STS task {name!r}; expected one of {[*STS_YEARS, 'STSBenchmark', 'SICKRelatedness']}")
+
+
+STS_FILE_COLUMNS = ("sentence1", "sentence2", "score")
+STS_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
+
+
+def _sts_rows(path: Path) -> list[tuple[int, dict]]:
+    """(line, row) of a CSV/TSV file with a header line, or of a JSON Lines file."""
+    import csv
+    import json
+
+    text = "\n".join(read_lines(path, f"a header line naming {', '.join(STS_FILE_COLUMNS)}, then one pair per line"))
+    if path.suffix.lower() == ".jsonl":
+        rows = []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as err:
+                raise ValueError(f"{path}:{lineno}: not JSON ({err.msg}); expected an object with "
+                                 f"{', '.join(STS_FILE_COLUMNS)}") from None  # fmt: skip
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            rows.append((lineno, obj))
+        return rows
+    dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
+    reader = csv.DictReader(text.splitlines(), dialect=dialect, strict=True)
+    missing = [c for c in STS_FILE_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ValueError(
+            f"{path}:1: the header lacks {', '.join(missing)}; expected columns {', '.join(STS_FILE_COLUMNS)}"
+        )
+    try:
+        return [(reader.line_num, row) for row in reader]
+    except csv.Error as err:
+        raise ValueError(f"{path}:{reader.line_num}: {err}; expected {dialect} rows") from None
+
+
+def load_sts_file(path: str | Path) -> STSTask:
+    """An STS task from a user's file of scored sentence pairs: CSV or TSV with a header naming ``sentence1``,
+    ``sentence2`` and ``score`` (other columns ignored), or JSON Lines objects with those keys. One subset, named
+    after the file; the scores may be on any scale (Spearman is rank-based)."""
+    import math
+
+    path = Path(path)
+    if path.suffix.lower() not in STS_FILE_SUFFIXES:
+        raise ValueError(
+            f"{path}: unsupported suffix {path.suffix or '(none)'!r}; expected {', '.join(STS_FILE_SUFFIXES)}"
+        )
+    s1, s2, sc = [], [], []
+    for lineno, row in _sts_rows(path):
+        for key in ("sentence1", "sentence2"):
+            if not isinstance(row.get(key), str) or not row[key].strip():
+                raise ValueError(f"{path}:{lineno}: expected a non-empty text {key!r}, got {row.get(key)!r}")
+        value = row.get("score")
+        try:
+            score = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}:{lineno}: expected a numeric score, got {value!r}") from None
+        if not math.isfinite(score):
+            raise ValueError(f"{path}:{lineno}: expected a finite score, got {value!r}")
+        s1.append(_normalise(row["sentence1"]))
+        s2.append(_normalise(row["sentence2"]))
+        sc.append(score)
+    if len(sc) < 2:
+        raise ValueError(f"{path}: {len(sc)} scored pair(s); expected at least 2 for a correlation")
+    return STSTask(path.stem, [STSSubset(path.stem, s1, s2, sc)])

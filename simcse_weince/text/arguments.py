@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from simcse_weince.text.columns import check_text_columns
 from simcse_weince.text.poolers import Pooler
 from simcse_weince.text.sources import COLUMN_SUFFIXES, check_file_name, column_format
+from simcse_weince.text.validation import parse_validation
 from simcse_weince.training.arguments import ContrastiveTrainingArguments, check_at_least, check_choice
 
 MIN_SEQ_LENGTH = 3  # [CLS], one token, [SEP]: shorter limits leave no sentence to encode
@@ -117,7 +118,18 @@ class DataArguments:
             "data folder, else the Hub)."
         },
     )
-    eval_max_pairs: int | None = field(default=None, metadata={"help": "Evaluate on the first N STS-B dev pairs."})
+    validation: str = field(
+        default="stsb",
+        metadata={
+            "help": "What the best checkpoint is chosen on: stsb (STS-B dev, the default), sts:PATH (a CSV/TSV/JSONL "
+            "file of sentence1, sentence2, score) or retrieval:PATH (a BEIR folder, its qrels/dev.tsv, or a qrels "
+            "file); metric_for_best_model names the metric (stsb_spearman; sts_spearman; retrieval_ndcg@10, "
+            "retrieval_mrr@10, ...)."
+        },
+    )
+    eval_max_pairs: int | None = field(
+        default=None, metadata={"help": "Evaluate on the first N pairs of the STS validation (and STS-B test)."}
+    )
     eval_test_at_end: bool = field(default=True, metadata={"help": "Score STS-B test with the final model."})
     eval_batch_size: int = field(default=128, metadata={"help": "Batch size of the STS encoder."})
     eval_before_training: bool = field(default=False, metadata={"help": "Also score STS-B before training."})
@@ -153,6 +165,12 @@ class DataArguments:
         check_at_least("max_train_samples", self.max_train_samples, 2)
         check_at_least("preprocessing_num_workers", self.preprocessing_num_workers, 1)
         check_at_least("eval_max_pairs", self.eval_max_pairs, 2)
+        chosen = parse_validation(self.validation)
+        if chosen.kind == "retrieval" and self.eval_max_pairs is not None:
+            raise ValueError(
+                f"eval_max_pairs cuts STS pairs, but validation {self.validation!r} is a retrieval folder; expected "
+                "eval_max_pairs unset (or an STS validation)"
+            )
         check_at_least("eval_batch_size", self.eval_batch_size, 1)
 
 

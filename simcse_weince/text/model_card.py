@@ -29,11 +29,11 @@ simcse-weince (`train_unsup.py`).
 | training | {steps} steps, batch {batch} × {processes} process(es), lr {lr}, max_seq_length {max_len}, {precision} |
 | pooling | training `{pooler}`; inference `{inference_pooler}` (this folder) |
 | inference | {inference_desc} |
-| model selection | best STS-B dev Spearman, evaluated every {eval_steps} steps |
+| model selection | {selection}, evaluated every {eval_steps} steps |
 
-## Scores (cosine Spearman × 100)
+## Scores (× 100: cosine Spearman for STS)
 
-| split | Spearman |
+| split | score |
 |---|---|
 {score_rows}
 
@@ -78,9 +78,11 @@ def render_model_card(
     note: str = "",
     inference_desc: str = "",
     supervised: bool = False,
+    selection: str = "best stsb_spearman on STS-B dev",
 ) -> str:
     """The card's text. ``supervised``: trained on pairs (and hard negatives), SimCSE's supervised mode; else on
-    single sentences with dropout views (``data_desc`` says which rows and how many)."""
+    single sentences with dropout views (``data_desc`` says which rows and how many). ``selection`` says what
+    picked the checkpoint (the metric and the validation)."""
     rows = "\n".join(f"| {k} | {v:.2f} |" for k, v in scores.items()) or "| (not evaluated) | |"
     base_desc = (
         f"`{base_model}` architecture, randomly initialised from its config" if from_config else f"`{base_model}`"
@@ -102,6 +104,7 @@ def render_model_card(
         pooler=pooler,
         inference_pooler=inference_pooler,
         eval_steps=eval_steps,
+        selection=selection,
         score_rows=rows,
         note=note,
         usage_path=usage_path,
@@ -121,7 +124,12 @@ def inference_description(normalize: bool, base_max_len: int | None, limit: int)
     return desc + ("; L2-normalised output (the base model's Normalize module)" if normalize else "")
 
 
-def score_label(key: str, max_pairs: int | None) -> str:
-    """``stsb_dev`` -> ``STS-B dev``, or ``STS-B dev (first 100 pairs)`` for a subset score."""
+def score_label(key: str, max_pairs: int | None, validation: dict | None = None) -> str:
+    """``stsb_dev`` -> ``STS-B dev``, or ``STS-B dev (first 100 pairs)`` for a subset score; ``validation`` -> the
+    user's validation and its metric (``retrieval folder X, retrieval_ndcg@10``)."""
+    if key == "validation":
+        label = f"{(validation or {}).get('label', 'validation')}, {(validation or {}).get('metric', '')}"
+        is_sts = (validation or {}).get("setting", "").startswith("sts:")
+        return label if max_pairs is None or not is_sts else f"{label} (first {max_pairs} pairs)"
     label = "STS-B " + key.split("_")[1]
     return label if max_pairs is None else f"{label} (first {max_pairs} pairs)"

@@ -7,8 +7,9 @@ views come from the model's own forward (one forward of 2B rows). With ``gradien
 forward is cut into chunks of c sentences (2c rows: both dropout views of each), replayed with the same dropout
 masks; the duplicate mask stays over the whole batch (and over all processes when negatives are gathered).
 
-Model selection uses :class:`STSEvaluator` (STS-B dev Spearman of the current model with its inference
-pooler), plugged into the Trainer's evaluation loop.
+Model selection uses a :class:`~simcse_weince.text.validation.ValidationEvaluator` (STS-B dev Spearman of the
+current model with its inference pooler by default; a user's STS file or retrieval folder), plugged into the
+Trainer's evaluation loop.
 """
 
 from __future__ import annotations
@@ -17,65 +18,12 @@ import logging
 from typing import Any
 
 import torch
-from torch import nn
 
-from simcse_weince.evaluation.sts import evaluate_sts
-from simcse_weince.evaluation.sts_data import STSTask
 from simcse_weince.losses.duplicates import ABSENT_KEY, duplicate_mask, supervised_duplicate_mask
 from simcse_weince.losses.layout import BatchKind, batch_kind
-from simcse_weince.text.encoder import SimCSEEncoder
 from simcse_weince.training.trainer import ContrastiveTrainer
 
 logger = logging.getLogger(__name__)
-
-
-class STSEvaluator:
-    """``evaluator(model) -> {"stsb_spearman", "stsb_pearson"}`` (× 100) on an STS task's first subset.
-
-    Args:
-        task: the STS-B dev pairs (or any :class:`STSTask`; its main score is reported).
-        tokenizer: the model's tokenizer.
-        batch_size: sentences per encoding batch.
-        device: where the model lives.
-        show_progress_bar: encoding progress bars.
-        name: metric name prefix (``stsb``).
-        max_length: token limit of the encoder (default: the model's, at most 512), as the exported folder.
-    """
-
-    def __init__(
-        self,
-        task: STSTask,
-        tokenizer,
-        batch_size: int = 128,
-        device: str | torch.device | None = None,
-        show_progress_bar: bool = False,
-        name: str = "stsb",
-        max_length: int | None = None,
-    ) -> None:
-        self.task = task
-        self.tokenizer = tokenizer
-        self.batch_size = batch_size
-        self.device = device
-        self.show_progress_bar = show_progress_bar
-        self.name = name
-        self.max_length = max_length
-
-    @property
-    def num_samples(self) -> int:
-        """Sentence pairs scored per evaluation."""
-        return sum(len(sub.scores) for sub in self.task.subsets)
-
-    def __call__(self, model: nn.Module) -> dict[str, float]:
-        encoder = SimCSEEncoder(
-            model,
-            self.tokenizer,
-            batch_size=self.batch_size,
-            max_length=self.max_length,
-            device=self.device,
-            show_progress_bar=self.show_progress_bar,
-        )
-        result = evaluate_sts(encoder, self.task)
-        return {f"{self.name}_spearman": result.main, f"{self.name}_pearson": result.pearson["all"]}
 
 
 class SimCSETrainer(ContrastiveTrainer):
@@ -85,7 +33,8 @@ class SimCSETrainer(ContrastiveTrainer):
     Args:
         loss: the loss module (SimCSE layout); its ``gather_across_devices`` decides whether negatives and
             duplicate keys come from all processes.
-        evaluator: usually an :class:`STSEvaluator` on STS-B dev (metric ``eval_stsb_spearman``).
+        evaluator: usually a :class:`~simcse_weince.text.validation.ValidationEvaluator` (on STS-B dev: metric
+            ``eval_stsb_spearman``).
         mask_duplicates: exclude identical sentences of a batch from each other's negatives (the collator's
             ``sentence_key`` column).
         *args, **kwargs: as for ``transformers.Trainer``.

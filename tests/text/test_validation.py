@@ -1,0 +1,92 @@
+"""Checkpoint selection on the user's own validation data: a retrieval folder (BEIR layout) or an STS file, the
+metric named by ``metric_for_best_model``, recorded in run_config.yaml, results.json and the model card."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simcse_weince.cli.train_text import run
+from simcse_weince.evaluation.retrieval_data import load_builtin_task
+from simcse_weince.text.validation import Validation, parse_validation
+from tests.helpers import argv
+
+
+def _retrieval_folder(senteval: Path, folder: Path) -> Path:
+    """60 queries of STS-B dev's paraphrase task, their documents and 140 distractors, as a BEIR folder with a dev
+    split."""
+    task = load_builtin_task("STSB-paraphrase", senteval, "dev")
+    queries = list(task.queries)[:60]
+    wanted = {d for q in queries for d in task.relevant[q]}
+    docs = [d for i, d in enumerate(task.corpus) if d in wanted or i < 140]
+    (folder / "qrels").mkdir(parents=True)
+    with (folder / "corpus.jsonl").open("w") as f:
+        f.writelines(json.dumps({"_id": d, "title": "", "text": task.corpus[d]}) + "\n" for d in docs)
+    with (folder / "queries.jsonl").open("w") as f:
+        f.writelines(json.dumps({"_id": q, "text": task.queries[q]}) + "\n" for q in queries)
+    rows = [f"{q}\t{d}\t1\n" for q in queries for d in sorted(task.relevant[q])]
+    (folder / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(rows))
+    return folder
+
+
+@pytest.mark.slow
+def test_retrieval_folder_validation_keeps_the_checkpoint_it_ranks_best(
+    tiny_bert_dir: Path, wiki_sample: Path, shared_data: Path, tmp_path: Path
+) -> None:
+    folder = _retrieval_folder(shared_data / "senteval" / "downstream", tmp_path / "val")
+    out = tmp_path / "run"
+    results = run(argv(
+        model_name_or_path=tiny_bert_dir, init_from_config=True, pooler="cls", train_files=wiki_sample,
+        drop_unterminated_last_line="wiki1m_for_simcse.head*", max_train_samples=96, max_seq_length=16,
+        per_device_train_batch_size=16, learning_rate="3e-3", max_steps=6, eval_steps=1, save_steps=1,
+        logging_steps=1, min_tail_points=10, output_dir=out, disable_tqdm=True, seed=3, save_total_limit=2,
+        validation=f"retrieval:{folder}", metric_for_best_model="retrieval_mrr@10", eval_test_at_end=False,
+    ))  # fmt: skip
+    history = json.loads((out / "checkpoint-6" / "trainer_state.json").read_text())["log_history"]
+    evals = {e["step"]: e["eval_retrieval_mrr@10"] for e in history if "eval_retrieval_mrr@10" in e}
+    assert sorted(evals) == [1, 2, 3, 4, 5, 6] and {"eval_retrieval_ndcg@10", "eval_retrieval_recall@100"} <= {
+        k for e in history for k in e
+    }
+    best_step = max(evals, key=evals.__getitem__)
+    assert best_step != 6 and evals[best_step] > evals[6]  # the case where keeping the last one would be wrong
+    assert results["best_checkpoint"] == str(out / f"checkpoint-{best_step}")
+    assert results["after"]["validation"] == pytest.approx(evals[best_step], abs=1e-6)  # the best one's weights
+    assert results["validation"] == {
+        "setting": f"retrieval:{folder}",
+        "label": f"retrieval folder {folder}",
+        "metric": "retrieval_mrr@10",
+    }
+    assert json.loads((out / "results.json").read_text())["validation"]["metric"] == "retrieval_mrr@10"
+    assert f"validation: retrieval:{folder}" in (out / "run_config.yaml").read_text()
+    card = (out / "model" / "README.md").read_text()
+    assert f"best retrieval_mrr@10 on retrieval folder {folder}" in card
+
+
+def test_sts_file_validation_reads_csv_tsv_jsonl_alike(tmp_path: Path) -> None:
+    from simcse_weince.evaluation.sts_data import load_sts_file
+
+    rows = [("A man plays.", "Someone plays.", 4.5), ("A cat.", "A car.", 0.5), ("Rain.", "It rains.", 3.0)]
+    (tmp_path / "v.csv").write_text(
+        "sentence1,sentence2,score,extra\n" + "".join(f'"{a}","{b}",{s},x\n' for a, b, s in rows)
+    )
+    (tmp_path / "v.tsv").write_text("score\tsentence2\tsentence1\n" + "".join(f"{s}\t{b}\t{a}\n" for a, b, s in rows))
+    (tmp_path / "v.jsonl").write_text("".join(json.dumps({"sentence1": a, "sentence2": b, "score": s}) + "\n"
+                                              for a, b, s in rows))  # fmt: skip
+    for name in ("v.csv", "v.tsv", "v.jsonl"):
+        sub = load_sts_file(tmp_path / name).subsets[0]
+        assert list(zip(sub.sentences1, sub.sentences2, sub.scores, strict=True)) == rows, name
+    (tmp_path / "bad.csv").write_text("sentence1,sentence2,score\na,b,1\nc,d,high\n")
+    with pytest.raises(ValueError, match=r"bad.csv:3: expected a numeric score, got 'high'"):
+        load_sts_file(tmp_path / "bad.csv")
+
+
+def test_validation_settings_and_their_metrics() -> None:
+    assert parse_validation("stsb") == Validation("stsb")
+    assert parse_validation("retrieval:/x/y").metrics[0] == "retrieval_ndcg@10"
+    assert parse_validation("sts:a.csv").check_metric("eval_sts_pearson") == "sts_pearson"
+    with pytest.raises(ValueError, match="not a metric of validation 'retrieval:/x/y'; expected one of retrieval_"):
+        parse_validation("retrieval:/x/y").check_metric("stsb_spearman")
+    with pytest.raises(ValueError, match="expected stsb"):
+        parse_validation("retrieval")
