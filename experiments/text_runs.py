@@ -57,13 +57,13 @@ def write_geometry(model_dir: Path, cache: Path) -> None:
     cache.write_text(json.dumps({"alignment": g["alignment"], "uniformity": g["uniformity"]}))
 
 
-LAMBDA_STATS = ("lambda", "lambda_frac_gt_half", "delta_aic")
+LAMBDA_STATS = ("lambda", "lambda_frac_gt_half", "delta_aic", "rho")
 
 
 def lambda_table(stats: dict[str, dict[int, dict[str, float | None]]]) -> str:
     """What λ did during training, per variant (mean ± std over seeds of the run means): mean λ, the share of
-    anchors with λ > 0.5, mean ΔAIC; InfoNCE computes none of them."""
-    lines = ["| variant | mean λ | share λ > 0.5 | mean ΔAIC |", "|---|---|---|---|"]
+    anchors with λ > 0.5, mean ΔAIC, mean ρ (1 − the anchor's hardest negative score); InfoNCE computes none."""
+    lines = ["| variant | mean λ | share λ > 0.5 | mean ΔAIC | mean ρ |", "|---|---|---|---|---|"]
     for v, runs in stats.items():
         cells = []
         for key in LAMBDA_STATS:
@@ -88,7 +88,7 @@ def main() -> None:
     args = ap.parse_args()
     variants = {v: variant_args(v) for v in args.variants}
     start_runs()  # the run server imports the libraries while this process imports the evaluation's names
-    from simcse_weince.evaluation.runner import STS_SHORT
+    from simcse_weince.evaluation.families.sts import STS_SHORT
 
     runs_dir = Path(args.runs_dir or REPO / "outputs/experiments" / Path(args.out).name)
     per_run: dict[str, dict[int, dict[str, float]]] = {v: {} for v in variants}
@@ -129,10 +129,11 @@ def main() -> None:
             row.update(
                 {k: r["test_acc" if args.eval_mode != "dev" else "dev_acc"] for k, r in report["transfer"].items()}
             )
-            if report["sts_avg"] is not None:
-                row["STS avg"] = report["sts_avg"]
-            if report["transfer_avg"] is not None:
-                row["transfer avg"] = report["transfer_avg"]
+            # retrieval (evaluate_sts.py --tasks ...,retrieval): nDCG@10 × 100, the family's headline, per task
+            row.update({k: 100 * r["metrics"]["ndcg@10"] for k, r in report.get("retrieval", {}).items()})
+            for family, label in (("sts", "STS avg"), ("transfer", "transfer avg"), ("retrieval", "retrieval avg")):
+                if report.get(f"{family}_avg") is not None:
+                    row[label] = report[f"{family}_avg"]
             row.update(geometry(out / "model", ev / "geometry.json"))
             per_run[v][seed] = row
             hist = json.loads((out / "results.json").read_text())
@@ -146,8 +147,8 @@ def main() -> None:
     table, summary = summary_table(per_run, metrics, args.variants[0])
     header = (
         f"Text runs: {Path(args.config).name} {' '.join(args.extra)}; variants {args.variants}; seeds "
-        f"{args.seeds}; {args.eval_mode} Spearman × 100 ('all'), accuracy, alignment / uniformity (lower is "
-        "better for both); mean ± std over seeds"
+        f"{args.seeds}; {args.eval_mode} Spearman × 100 ('all'), accuracy, retrieval nDCG@10 × 100, alignment / "
+        "uniformity (lower is better for both); mean ± std over seeds"
     )
     summary["per_run"] = {v: {str(s): r for s, r in runs.items()} for v, runs in per_run.items()}
     summary["lambda"] = {v: {str(s): r for s, r in runs.items()} for v, runs in lam_stats.items()}

@@ -183,6 +183,20 @@ def check_simulate(args: list[str]) -> None:
         raise CommandError(f"simulate: {err}") from None
 
 
+def check_mine(args: list[str]) -> None:
+    """``simcse-mine``: its parser, then the checks of its settings and columns that need no file."""
+    from simcse_weince.cli.mine import build_parser, settings_of
+    from simcse_weince.text.mining import anchor_positive_columns
+
+    try:
+        ns = _argparse(build_parser().parse_args, args, "mine")
+        if ns is not None:
+            settings_of(ns)
+            anchor_positive_columns(ns.columns)
+    except ValueError as err:
+        raise CommandError(f"mine: {err}") from None
+
+
 @functools.cache
 def _module_help(module: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -251,6 +265,7 @@ PY_MODULES = {
     "simcse_weince.cli.evaluate": check_evaluate,
     "simcse_weince.cli.diagnose": check_diagnose,
     "simcse_weince.cli.simulate": check_simulate,
+    "simcse_weince.cli.mine": check_mine,
 }
 PY_SCRIPTS = {
     "train_unsup.py": lambda a: check_training("text", a),
@@ -262,6 +277,7 @@ CONSOLE_SCRIPTS = {  # the [project.scripts] of pyproject.toml -> the module who
     "simcse-evaluate": "simcse_weince.cli.evaluate",
     "simcse-diagnose": "simcse_weince.cli.diagnose",
     "simcse-simulate": "simcse_weince.cli.simulate",
+    "simcse-mine": "simcse_weince.cli.mine",
 }
 
 
@@ -436,6 +452,8 @@ def test_the_pages_have_commands() -> None:
         ("python evaluate_sts.py --model m --mode tst", "invalid choice"),
         ("accelerate launch --multi_gpu train_unsup.py configs/quickstart.yaml --sedd 1", "--sedd"),
         ("python -m experiments.text_runs --config configs/quickstart.yaml --variants weince-mle", "unknown variant"),
+        ("simcse-mine --pairs p.csv --model m --output o.csv --range_min 5 --range_max 2", "smaller than range_max"),
+        ("simcse-mine --pairs p.csv --model m --output o.csv --sampling_strategy x", "invalid choice"),
         ("rm -rf outputs", "unknown command form"),
     ],
 )

@@ -73,7 +73,7 @@ def test_the_source_tree_is_found() -> None:
     assert expected <= set(MODULES)
 
 
-COMMANDS = ("train_text", "train_vision", "evaluate", "diagnose", "token_cache", "simulate")
+COMMANDS = ("train_text", "train_vision", "evaluate", "diagnose", "token_cache", "simulate", "mine")
 MAX_RUN_LINES = 60
 
 

@@ -22,42 +22,52 @@ from simcse_weince.text.model import SimCSEModel, inference_max_length
 logger = logging.getLogger(__name__)
 
 
-def sentence_transformer_modules(model: SimCSEModel, folder: str, max_seq_length: int | None) -> list:
-    from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer, WeightedLayerPooling
+def pooling_modules(pooler: str, hidden: int, layers: int, mlp: torch.nn.Linear | None = None) -> list:
+    """The sentence-transformers modules after the ``Transformer`` that reproduce a SimCSE inference ``pooler``
+    (see the module docstring): ``hidden`` is the encoder's width, ``layers`` its number of transformer layers,
+    ``mlp`` the trained MLP's linear layer (kept after ``cls`` only). ``avg_first_last`` needs the Transformer
+    to output its hidden states (``config.output_hidden_states``)."""
+    from sentence_transformers.sentence_transformer.modules import Dense, Pooling, WeightedLayerPooling
 
-    pooler = model.inference_pooler
-    hidden = model.encoder.config.hidden_size
-    config_kwargs = {"output_hidden_states": True} if pooler == "avg_first_last" else None
-    modules: list = [Transformer(folder, max_seq_length=max_seq_length, config_kwargs=config_kwargs)]
     if pooler in ("cls", "cls_before_pooler"):
-        modules.append(Pooling(hidden, pooling_mode="cls"))
+        modules: list = [Pooling(hidden, pooling_mode="cls")]
     elif pooler == "avg":
-        modules.append(Pooling(hidden, pooling_mode="mean"))
+        modules = [Pooling(hidden, pooling_mode="mean")]
     else:
-        layers = model.encoder.config.num_hidden_layers
         weights = torch.zeros(layers, dtype=torch.float)
         weights[0] = weights[-1] = 1.0  # layers 1 and L of hidden_states[1:]
-        modules.append(
+        modules = [
             WeightedLayerPooling(
                 hidden,
                 num_hidden_layers=layers,
                 layer_start=1,
                 layer_weights=torch.nn.Parameter(weights, requires_grad=False),
-            )
-        )
-        modules.append(Pooling(hidden, pooling_mode="mean"))
-    if pooler == "cls" and model.mlp is not None:
-        linear = model.mlp[0]
+            ),
+            Pooling(hidden, pooling_mode="mean"),
+        ]
+    if pooler == "cls" and mlp is not None:
         modules.append(
             Dense(
                 hidden,
                 hidden,
                 activation_function=torch.nn.Tanh(),
-                init_weight=linear.weight.detach().clone(),
-                init_bias=linear.bias.detach().clone(),
+                init_weight=mlp.weight.detach().clone(),
+                init_bias=mlp.bias.detach().clone(),
             )
         )
     return modules
+
+
+def sentence_transformer_modules(model: SimCSEModel, folder: str, max_seq_length: int | None) -> list:
+    """``Transformer(folder)`` and the :func:`pooling_modules` of the model's inference pooler."""
+    from sentence_transformers.sentence_transformer.modules import Transformer
+
+    pooler = model.inference_pooler
+    config_kwargs = {"output_hidden_states": True} if pooler == "avg_first_last" else None
+    transformer = Transformer(folder, max_seq_length=max_seq_length, config_kwargs=config_kwargs)
+    cfg = model.encoder.config
+    mlp = model.mlp[0] if model.mlp is not None else None
+    return [transformer, *pooling_modules(pooler, cfg.hidden_size, cfg.num_hidden_layers, mlp)]
 
 
 def export_sentence_transformer(
