@@ -69,6 +69,7 @@ def evaluation_tasks(data: DataArguments, metric: str | None) -> tuple[dict, dic
 def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     """Train from a config (YAML path + overrides); ``callbacks`` are added to the Trainer's."""
     model_args, data_args, loss_args, args = parse_config(ARG_GROUPS, argv)
+    parse_validation(data_args.validation).check_metric(args.metric_for_best_model)  # before the folder is locked
     loss = loss_args.build("simcse")
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": args}
     with start_run(groups) as state:  # the output folder locked for this run, the resume checked

@@ -104,8 +104,9 @@ class TaskFamily(ABC):
     def headline(self, result: TaskResult, mode: str) -> float:
         """The task's number in the report's table (and in the family's average)."""
 
-    def column(self, task: str) -> str:
-        """The task's column name in the report's table."""
+    def column(self, task: str, result: TaskResult) -> str:
+        """The task's column name in the report's table (the report falls back to ``task`` itself when two tasks
+        would share one)."""
         return task
 
     @abstractmethod

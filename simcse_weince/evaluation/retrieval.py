@@ -25,7 +25,7 @@ import torch
 
 from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.retrieval_data import RetrievalTask
-from simcse_weince.evaluation.search import exact_top_k, faiss_top_k, id_ranks
+from simcse_weince.evaluation.search import exact_top_k, faiss_top_k, id_ranks, ordered
 
 NDCG_AT = (10,)
 MRR_AT = (10,)
@@ -142,21 +142,24 @@ def search(
     show_progress_bar: bool = False,
     inplace: bool = False,
 ) -> list[list[str]]:
-    """Each query's :data:`MAX_K` best documents by cosine similarity (ids, best first). ``inplace``: normalise
-    the given arrays in place (no second copy of the corpus; the caller's arrays are changed)."""
+    """Each query's :data:`MAX_K` best documents by cosine similarity (ids, best first), on ``device`` (default:
+    CUDA when there). ``inplace``: normalise the given arrays in place (no second copy of the corpus; the caller's
+    arrays are changed)."""
     if method not in SEARCHES:
         raise ValueError(f"search must be one of {SEARCHES}, got {method!r}")
-    target = torch.device(device) if device is not None else torch.device("cpu")
+    target = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
     q = unit_rows(torch.as_tensor(queries, dtype=torch.float32, device=target), inplace)
     c = unit_rows(torch.as_tensor(corpus, dtype=torch.float32, device=target), inplace)
-    if method == "faiss":
-        _, index = faiss_top_k(q.cpu().numpy(), c.cpu().numpy(), MAX_K)
-        rows = index.tolist()
+    rank = id_ranks(corpus_ids)
+    if method == "faiss":  # its rows re-sorted by (score, id): ties inside the top k ordered as the exact search's
+        scores, index = (torch.from_numpy(a) for a in faiss_top_k(q.cpu().numpy(), c.cpu().numpy(), MAX_K))
+        found = index >= 0
+        _, index_t = ordered(torch.where(found, scores, -torch.inf), index.clamp_min(0), rank, MAX_K)
+        rows = [row[: int(n)] for row, n in zip(index_t.tolist(), found.sum(dim=1).tolist(), strict=True)]
     else:
-        rank = id_ranks(corpus_ids)
         _, index_t = exact_top_k(q, c, MAX_K, rank, show_progress_bar=show_progress_bar)
         rows = index_t.cpu().tolist()
-    return [[corpus_ids[j] for j in row if j >= 0] for row in rows]
+    return [[corpus_ids[j] for j in row] for row in rows]
 
 
 def evaluate_retrieval(

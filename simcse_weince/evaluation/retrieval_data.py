@@ -7,7 +7,8 @@ BEIR layout (what BEIR, MTEB and NanoBEIR downloads use)::
     qrels/<split>.tsv   query-id TAB corpus-id TAB score                 (a header line is allowed)
 
 A document is encoded as ``title + " " + text`` (just ``text`` without a title). A qrel with a score > 0 marks
-the document relevant to the query; rows with score <= 0 are read and counted but mark nothing (the metrics are
+the document relevant to the query (a pair listed more than once is relevant if any of its rows is; repeats are
+counted); rows with score <= 0 are read and counted but mark nothing (the metrics are
 the binary ones of sentence-transformers' ``InformationRetrievalEvaluator``). Queries without a relevant
 document are not evaluated, as there. Every line is checked before anything is encoded: a line that is not a
 JSON object, a missing or non-text ``_id``/``text``, a duplicate id, a qrel naming an unknown query or document,
@@ -141,9 +142,8 @@ def read_qrels(
             raise ValueError(f"{path}:{lineno}: query-id {qid!r} is not in queries.jsonl")
         if cid not in corpus:
             raise ValueError(f"{path}:{lineno}: corpus-id {cid!r} is not in corpus.jsonl")
-        if (qid, cid) in seen:
+        if (qid, cid) in seen:  # a pair listed again: relevant if any of its rows is (BEIR keeps the last row)
             counts["qrels_repeated"] += 1
-            continue
         seen.add((qid, cid))
         if score > 0:
             relevant.setdefault(qid, set()).add(cid)

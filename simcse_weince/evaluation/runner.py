@@ -114,7 +114,11 @@ class EvaluationReport:
     def scores(self, family: str) -> dict[str, float]:
         """The family's headline number of each task done, by column name."""
         fam = FAMILIES[family]
-        return {fam.column(t): fam.headline(r, self.mode) for t, r in self.results[family].items()}
+        out: dict[str, float] = {}
+        for task, result in self.results[family].items():
+            column = fam.column(task, result)
+            out[task if column in out else column] = fam.headline(result, self.mode)  # two tasks, one name
+        return out
 
     def sts_scores(self) -> dict[str, float]:
         return self.scores("sts")

@@ -33,12 +33,14 @@ def ordered(scores: torch.Tensor, index: torch.Tensor, tie_rank: torch.Tensor, k
 def chunk_top_k(scores: torch.Tensor, tie_rank: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best columns of each row of ``scores`` under (score descending, ``tie_rank`` ascending), unsorted:
     ``torch.topk``, with the rows that have ties at their k-th score re-selected by an integer key (every score
-    above the cut first, then the tied ones by rank)."""
+    above the cut first, then the tied ones by rank). ``tie_rank`` may be any integers (a chunk's slice of the
+    whole corpus's ranks): the key is built from their order within the chunk."""
     values, index = scores.topk(k, dim=1, largest=True, sorted=False)
     cut = values.min(dim=1, keepdim=True).values
     tied = ((scores >= cut).sum(dim=1) > k).nonzero().squeeze(1)
     if tied.numel():
         n = tie_rank.numel()
+        tie_rank = torch.empty_like(tie_rank).scatter_(0, tie_rank.argsort(), torch.arange(n, device=tie_rank.device))
         rows, row_cut = scores[tied], cut[tied]
         key = torch.where(rows > row_cut, tie_rank[None, :], 2 * n)
         key = torch.where(rows == row_cut, tie_rank[None, :] + n, key)

@@ -220,21 +220,23 @@ def _sts_rows(path: Path) -> list[tuple[int, dict]]:
                 raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             rows.append((lineno, obj))
         return rows
-    dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
-    reader = csv.DictReader(text.splitlines(), dialect=dialect, strict=True)
-    missing = [c for c in STS_FILE_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise ValueError(
-            f"{path}:1: the header lacks {', '.join(missing)}; expected columns {', '.join(STS_FILE_COLUMNS)}"
-        )
+    tsv = path.suffix.lower() == ".tsv"  # TAB-separated, no quoting (sentences keep their quotes)
+    style = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if tsv else {"dialect": "excel", "strict": True}
+    reader = csv.DictReader(text.splitlines(), **style)
     try:
+        missing = [c for c in STS_FILE_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(
+                f"{path}:1: the header lacks {', '.join(missing)}; expected columns {', '.join(STS_FILE_COLUMNS)}"
+            )
         return [(reader.line_num, row) for row in reader]
     except csv.Error as err:
-        raise ValueError(f"{path}:{reader.line_num}: {err}; expected {dialect} rows") from None
+        raise ValueError(f"{path}:{reader.line_num}: {err}; expected {'TSV' if tsv else 'CSV'} rows") from None
 
 
 def load_sts_file(path: str | Path) -> STSTask:
-    """An STS task from a user's file of scored sentence pairs: CSV or TSV with a header naming ``sentence1``,
+    """An STS task from a user's file of scored sentence pairs: CSV (quoted as Excel writes it) or TSV (no
+    quoting) with a header naming ``sentence1``,
     ``sentence2`` and ``score`` (other columns ignored), or JSON Lines objects with those keys. One subset, named
     after the file; the scores may be on any scale (Spearman is rank-based)."""
     import math

@@ -15,7 +15,6 @@ Trainer adds ``eval_``); ``metric_for_best_model`` names the one that decides:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -93,7 +92,7 @@ def load_validation_task(validation: Validation) -> STSTask | RetrievalTask:
     if validation.kind == "sts":
         return load_sts_file(validation.path or "")
     if validation.kind == "retrieval":
-        return load_beir_folder(validation.path or "", "dev", name=Path(validation.path or "").name)
+        return load_beir_folder(validation.path or "", "dev")
     raise ValueError(f"validation {validation.spec!r} is read from the SentEval folder")
 
 

@@ -110,10 +110,17 @@ def load_record(checkpoint: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+# Settings added after runs were first recorded, with the value every run recorded before them had: such a run's
+# record lacks the key, and resuming it with that value is no change.
+ADDED_SETTINGS: dict[str, Any] = {"data.validation": "stsb"}
+
+
 def differences(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{key: (checkpoint's value, current value)}`` for every setting that differs."""
+    """``{key: (checkpoint's value, current value)}`` for every setting that differs (a key the checkpoint's
+    record lacks has its :data:`ADDED_SETTINGS` value there)."""
     keys = sorted(set(saved) | set(current))
-    return {k: (saved.get(k), current.get(k)) for k in keys if saved.get(k) != current.get(k)}
+    before = {k: saved.get(k, ADDED_SETTINGS.get(k)) for k in keys}
+    return {k: (before[k], current.get(k)) for k in keys if before[k] != current.get(k)}
 
 
 def parse_allowed(value: str | None) -> set[str]:

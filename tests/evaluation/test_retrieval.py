@@ -32,16 +32,16 @@ def _reference_top_k(q: np.ndarray, c: np.ndarray, ids: list[str], k: int) -> li
     return out
 
 
-@pytest.mark.parametrize("chunk,block", [(7, 40), (1000, 2**24), (3, 3)])
-def test_exact_search_equals_a_loop_reference_with_ties_across_chunks(chunk: int, block: int) -> None:
+@pytest.mark.parametrize("chunk,block,k", [(7, 40, 12), (1000, 2**24, 12), (3, 3, 12), (10, 40, 3), (13, 2**24, 5)])
+def test_exact_search_equals_a_loop_reference_with_ties_across_chunks(chunk: int, block: int, k: int) -> None:
     """Small-integer vectors (exact float32 products) with many repeated documents: ties at every cut, broken by
-    the id's string order (ids shuffled so that it differs from the corpus order), whatever the chunking."""
+    the id's string order (ids shuffled so that it differs from the corpus order), whatever the chunking: chunks
+    smaller than k (all of a chunk kept), and larger (a chunk's own ties re-selected, in every chunk)."""
     rng = np.random.default_rng(0)
     base = rng.integers(-2, 3, size=(6, 4))
     corpus = base[rng.integers(0, 6, size=45)].astype(np.float32)  # 45 documents, 6 distinct vectors
     queries = rng.integers(-2, 3, size=(11, 4)).astype(np.float32)
     ids = [f"doc{i}" for i in rng.permutation(45)]  # 'doc10' < 'doc2': not the numeric order
-    k = 12
     scores, index = exact_top_k(
         torch.from_numpy(queries),
         torch.from_numpy(corpus),
@@ -73,16 +73,20 @@ def test_metrics_equal_their_closed_forms() -> None:
 
 
 def test_faiss_search_finds_the_exact_neighbours() -> None:
-    """The optional faiss index (an exact flat index) returns the exact search's neighbours (no ties here)."""
+    """The optional faiss index (an exact flat index) returns the exact search's neighbours, ties in the order of
+    the exact search (score, then id), except at the 100th place where faiss chooses which of a tied pair it keeps."""
     if importlib.util.find_spec("faiss") is None:
         pytest.fail("faiss-cpu is a dev dependency (make setup installs it); its absence hides the faiss path")
     rng = np.random.default_rng(1)
     q, c = rng.standard_normal((20, 16)).astype(np.float32), rng.standard_normal((300, 16)).astype(np.float32)
     ids = [f"d{i:03d}" for i in range(300)]
-    assert search(q, c, ids, "faiss") == search(q, c, ids, "exact")
+    c[150:] = c[:150]  # every document twice: ties everywhere, ordered by id in both searches
+    exact, flat = search(q, c, ids, "exact"), search(q, c, ids, "faiss")
+    assert [row[:99] for row in flat] == [row[:99] for row in exact]  # the 100th: a pair split by the cut
 
 
-def _write_beir(folder: Path, corpus: list[dict], queries: list[dict], qrels: list[str]) -> Path:
+def _write_beir(folder: Path, corpus: list[dict], queries: list[dict], qrels: list[str], extra_docs=()) -> Path:
+    corpus = [*corpus, *extra_docs]
     (folder / "qrels").mkdir(parents=True)
     (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
     (folder / "queries.jsonl").write_text("".join(json.dumps(d) + "\n" for d in queries), encoding="utf-8")
@@ -95,12 +99,13 @@ def test_beir_reader_titles_integer_ids_and_unscored_qrels(tmp_path: Path) -> No
         tmp_path / "toy",
         [{"_id": 1, "title": "Cats", "text": "sleep a lot"}, {"_id": "2", "text": "dogs bark"}],
         [{"_id": "q1", "text": "what do cats do"}, {"_id": "q2", "text": "unjudged"}],
-        ["q1\t1\t2\n", "q1\t2\t0\n", "q1\t1\t1\n"],
+        ["q1\t1\t2\n", "q1\t2\t0\n", "q1\t1\t1\n", "q2\t2\t0\n", "q1\t3\t1\n", "q1\t3\t0\n"],
+        extra_docs=[{"_id": "3", "text": "birds fly"}],
     )
     task = load_beir_folder(folder)
-    assert task.corpus == {"1": "Cats sleep a lot", "2": "dogs bark"}
-    assert task.queries == {"q1": "what do cats do"} and task.relevant == {"q1": {"1"}}
-    assert task.counts == {"qrels_not_relevant": 1, "qrels_repeated": 1, "queries_without_relevant": 1}
+    assert task.corpus == {"1": "Cats sleep a lot", "2": "dogs bark", "3": "birds fly"}
+    assert task.queries == {"q1": "what do cats do"} and task.relevant == {"q1": {"1", "3"}}  # 3: one row positive
+    assert task.counts == {"qrels_not_relevant": 3, "qrels_repeated": 2, "queries_without_relevant": 1}
     assert load_beir_folder(folder / "qrels" / "test.tsv").relevant == task.relevant  # the qrels file named
 
 
@@ -171,3 +176,21 @@ def test_cli_retrieval_equals_information_retrieval_evaluator(
     corpus_ids = list(task.corpus)
     rankings = search(enc.encode(list(task.queries.values())), enc.encode(list(task.corpus.values())), corpus_ids)
     assert rankings == [[hit["corpus_id"] for hit in p["results"]] for p in predicted]
+
+
+def test_two_folders_of_one_name_keep_a_column_each(tmp_path: Path) -> None:
+    """``a/toy`` and ``b/toy`` (and a qrels file, named by its folder) are three tasks, three columns, one average
+    of three numbers."""
+    from simcse_weince.evaluation.runner import run_evaluation
+    from tests.evaluation.test_families import HashEncoder
+
+    specs = []
+    for parent in ("a", "b"):
+        docs = [{"_id": f"d{i}", "text": f"document {parent} {i}"} for i in range(20)]
+        _write_beir(tmp_path / parent / "toy", docs, [{"_id": "q", "text": "document 3"}], ["q\td3\t1\n"])
+        specs.append(f"retrieval:{tmp_path / parent / 'toy'}")
+    specs.append(f"retrieval:{tmp_path / 'a' / 'toy' / 'qrels' / 'test.tsv'}")
+    report = run_evaluation(HashEncoder(), "hash", specs)
+    scores = report.scores("retrieval")
+    assert list(scores) == ["toy", specs[1], specs[2]] and report.retrieval[specs[2]].task == "toy"
+    assert report.to_dict()["retrieval_avg"] == pytest.approx(np.mean(list(scores.values())))

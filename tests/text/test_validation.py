@@ -80,6 +80,11 @@ def test_sts_file_validation_reads_csv_tsv_jsonl_alike(tmp_path: Path) -> None:
     (tmp_path / "bad.csv").write_text("sentence1,sentence2,score\na,b,1\nc,d,high\n")
     with pytest.raises(ValueError, match=r"bad.csv:3: expected a numeric score, got 'high'"):
         load_sts_file(tmp_path / "bad.csv")
+    (tmp_path / "quote.csv").write_text('"sentence1,sentence2,score\n"a","b",1\n')  # the header's quote unclosed
+    with pytest.raises(ValueError, match=r"quote.csv:\d+: .*expected CSV rows"):
+        load_sts_file(tmp_path / "quote.csv")
+    (tmp_path / "q.tsv").write_text('sentence1\tsentence2\tscore\nHe said "hi\tShe said "yo"\t2\na\tb\t1\n')
+    assert load_sts_file(tmp_path / "q.tsv").subsets[0].sentences1 == ['He said "hi', "a"]  # TSV: quotes are text
 
 
 def test_validation_settings_and_their_metrics() -> None:

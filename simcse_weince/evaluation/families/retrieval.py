@@ -42,8 +42,7 @@ class RetrievalFamily(TaskFamily):
 
     def load(self, task: str, mode: str, data_dir: Path | None) -> RetrievalTask:
         if task.startswith(PREFIX):
-            path = task[len(PREFIX) :]
-            return load_beir_folder(path, folder_split(mode), name=Path(path).name)
+            return load_beir_folder(task[len(PREFIX) :], folder_split(mode))
         return load_builtin_task(task, data_dir, mode)
 
     def run(self, encoder: Encoder, task: str, loaded: RetrievalTask, options: RunOptions) -> RetrievalResult:
@@ -57,8 +56,8 @@ class RetrievalFamily(TaskFamily):
     def headline(self, result: RetrievalResult, mode: str) -> float:
         return result.main
 
-    def column(self, task: str) -> str:
-        return Path(task[len(PREFIX) :]).name if task.startswith(PREFIX) else task
+    def column(self, task: str, result: RetrievalResult) -> str:
+        return result.task  # a folder's name (the folder of a qrels file), or the built-in task's
 
     def measure(self, mode: str) -> str:
         return "retrieval: nDCG@10 × 100"

@@ -48,7 +48,7 @@ class STSFamily(TaskFamily):
     def headline(self, result: STSResult, mode: str) -> float:
         return result.main
 
-    def column(self, task: str) -> str:
+    def column(self, task: str, result: STSResult) -> str:
         return STS_SHORT.get(task, task)
 
     def measure(self, mode: str) -> str:

@@ -1,0 +1,21 @@
+"""The run record's comparison on resume: settings added after a run was recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simcse_weince.training.config import ConfigError
+from simcse_weince.training.run_record import RECORD, check_resume
+
+
+def test_a_run_recorded_before_a_setting_existed_resumes_with_its_old_value(tmp_path: Path) -> None:
+    """A checkpoint whose record lacks ``data.validation`` (recorded before the setting) resumes under the value
+    every such run had (``stsb``), and is refused under another one."""
+    (tmp_path / RECORD).write_text(json.dumps({"data.max_seq_length": 32}))
+    now = {"data.max_seq_length": 32, "data.validation": "stsb"}
+    assert check_resume(tmp_path, now, set()) == {}
+    with pytest.raises(ConfigError, match=r"validation: 'stsb' in the checkpoint, 'retrieval:x' now"):
+        check_resume(tmp_path, now | {"data.validation": "retrieval:x"}, set())
