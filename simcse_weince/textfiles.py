@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import codecs
+import json
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -45,3 +47,28 @@ def read_lines(path: Path, layout_hint: str, latin1_fallback: bool = False) -> l
         if latin1_fallback:
             return raw.decode("latin-1").splitlines()
         raise
+
+
+def json_lines(path: Path, what: str) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` of every non-blank line of a JSON Lines file, decoded line by line.
+
+    Raises:
+        FileNotFoundError: the file is missing (names it and ``what`` it should hold).
+        ValueError: a line that is not UTF-8, not JSON, or not a JSON object (names ``file:line`` and ``what``).
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"missing file {path}; expected {what}")
+    offset = 0
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            text = decode_utf8(raw, path, what, offset=offset, line=lineno)
+            offset += len(raw)
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except ValueError as err:
+                raise ValueError(f"{path}:{lineno}: not JSON ({err.msg}); expected {what}") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object ({what}), got {type(obj).__name__}")
+            yield lineno, obj

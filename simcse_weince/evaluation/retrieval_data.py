@@ -26,13 +26,12 @@ benchmarks; each report says so. One rule builds all three from a file of senten
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simcse_weince.textfiles import decode_utf8, read_lines
+from simcse_weince.evaluation.sts_data import SICK_FILES, load_stsb, normalise_sentence
+from simcse_weince.textfiles import json_lines, read_lines
 
 QRELS_HINT = "TAB-separated query-id, corpus-id, score (BEIR's qrels/<split>.tsv)"
 
@@ -62,26 +61,6 @@ class RetrievalTask:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def _json_lines(path: Path, what: str) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` of every non-blank line of a JSON Lines file."""
-    if not path.is_file():
-        raise FileNotFoundError(f"missing file {path}; expected {what}")
-    offset = 0
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            text = decode_utf8(raw, path, what, offset=offset, line=lineno)
-            offset += len(raw)
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except ValueError as err:
-                raise ValueError(f"{path}:{lineno}: not JSON ({err.msg}); expected {what}") from None
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object ({what}), got {type(obj).__name__}")
-            yield lineno, obj
-
-
 def _text_field(obj: dict, key: str, path: Path, lineno: int, required: bool = True) -> str:
     value = obj.get(key)
     if value is None and not required:
@@ -98,7 +77,7 @@ def read_id_texts(path: Path, what: str, with_title: bool) -> dict[str, str]:
     """``_id`` -> text of a corpus or queries file (documents: ``title + " " + text``)."""
     out: dict[str, str] = {}
     first: dict[str, int] = {}
-    for lineno, obj in _json_lines(path, what):
+    for lineno, obj in json_lines(path, what):
         key = _text_field(obj, "_id", path, lineno)
         text = _text_field(obj, "text", path, lineno)
         if with_title:
@@ -196,10 +175,6 @@ RULE = (
 )
 
 
-def _normalise(sentence: str) -> str:
-    return " ".join(sentence.split())
-
-
 def pairs_task(name: str, pairs: list[tuple[str, str, bool]], file: Path, split: str, positive: str) -> RetrievalTask:
     """A retrieval task from (first, second, is positive) sentence pairs, by the module's rule."""
     query_ids: dict[str, str] = {}
@@ -226,8 +201,6 @@ def pairs_task(name: str, pairs: list[tuple[str, str, bool]], file: Path, split:
 
 
 def _stsb(root: Path, mode: str) -> RetrievalTask:
-    from simcse_weince.evaluation.sts_data import load_stsb
-
     split = "dev" if mode == "dev" else "test"
     sub = load_stsb(root, split).subsets[0]
     pairs = [(a, b, s >= 4.0) for a, b, s in zip(sub.sentences1, sub.sentences2, sub.scores, strict=True)]
@@ -243,7 +216,13 @@ def _table_pairs(path: Path, hint: str, cols: tuple[int, int, int], is_positive)
         fields = line.split("\t")
         if len(fields) <= max(cols):
             raise ValueError(f"{path}:{lineno}: expected at least {max(cols) + 1} TAB-separated columns ({hint})")
-        out.append((_normalise(fields[cols[0]]), _normalise(fields[cols[1]]), is_positive(fields[cols[2]].strip())))
+        out.append(
+            (
+                normalise_sentence(fields[cols[0]]),
+                normalise_sentence(fields[cols[1]]),
+                is_positive(fields[cols[2]].strip()),
+            )
+        )
     return out
 
 
@@ -256,8 +235,6 @@ def _mrpc(root: Path, mode: str) -> RetrievalTask:
 
 
 def _sick(root: Path, mode: str) -> RetrievalTask:
-    from simcse_weince.evaluation.sts_data import SICK_FILES
-
     split = "dev" if mode == "dev" else "test"
     path = root / "SICK" / SICK_FILES[split]
     hint = "header line, then TAB-separated pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment"

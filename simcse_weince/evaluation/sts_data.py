@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simcse_weince.textfiles import read_lines
+from simcse_weince.textfiles import json_lines, read_lines
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
@@ -64,8 +64,8 @@ class STSTask:
         return STSTask(self.name, [STSSubset(sub.name, sub.sentences1[:n], sub.sentences2[:n], sub.scores[:n])])
 
 
-def _normalise(sentence: str) -> str:
-    # SentEval splits on whitespace and the SimCSE batcher joins with single spaces.
+def normalise_sentence(sentence: str) -> str:
+    """Whitespace runs as single spaces: SentEval splits on whitespace and the SimCSE batcher joins with spaces."""
     return " ".join(sentence.split())
 
 
@@ -100,8 +100,8 @@ def load_sts_year(root: Path, year: str) -> STSTask:
             cols = pair.split("\t")
             if len(cols) < 2:
                 raise ValueError(f"{inp_path}:{lineno}: expected 'sentence1<TAB>sentence2', got {pair[:80]!r}")
-            s1.append(_normalise(cols[0]))
-            s2.append(_normalise(cols[1]))
+            s1.append(normalise_sentence(cols[0]))
+            s2.append(normalise_sentence(cols[1]))
             sc.append(_score(gold.strip(), gs_path, lineno, "gold score"))
         task.subsets.append(STSSubset(subset, s1, s2, sc, skipped))
     return task
@@ -120,8 +120,8 @@ def _pair_table(path: Path, hint: str, columns: tuple[int, int, int], header: bo
             raise ValueError(
                 f"{path}:{lineno}: expected at least {need} TAB-separated columns ({hint}), got {len(cols)}"
             )
-        s1.append(_normalise(cols[i1]))
-        s2.append(_normalise(cols[i2]))
+        s1.append(normalise_sentence(cols[i1]))
+        s2.append(normalise_sentence(cols[i2]))
         sc.append(_score(cols[isc], path, lineno, f"score in column {isc + 1}"))
     return STSSubset(path.stem, s1, s2, sc)
 
@@ -175,8 +175,8 @@ def load_sts_hub(name: str, split: str = "test") -> STSTask:
         raise ValueError(f"Hub dataset {HUB_STS[name]} lacks columns {sorted(missing)}; has {ds.column_names}")
     sub = STSSubset(
         split,
-        [_normalise(s) for s in ds["sentence1"]],
-        [_normalise(s) for s in ds["sentence2"]],
+        [normalise_sentence(s) for s in ds["sentence1"]],
+        [normalise_sentence(s) for s in ds["sentence2"]],
         [float(x) for x in ds["score"]],
     )
     return STSTask(name, [sub])
@@ -203,23 +203,10 @@ STS_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
 def _sts_rows(path: Path) -> list[tuple[int, dict]]:
     """(line, row) of a CSV/TSV file with a header line, or of a JSON Lines file."""
     import csv
-    import json
 
-    text = "\n".join(read_lines(path, f"a header line naming {', '.join(STS_FILE_COLUMNS)}, then one pair per line"))
     if path.suffix.lower() == ".jsonl":
-        rows = []
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as err:
-                raise ValueError(f"{path}:{lineno}: not JSON ({err.msg}); expected an object with "
-                                 f"{', '.join(STS_FILE_COLUMNS)}") from None  # fmt: skip
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            rows.append((lineno, obj))
-        return rows
+        return list(json_lines(path, f"a JSON object with {', '.join(STS_FILE_COLUMNS)}"))
+    text = "\n".join(read_lines(path, f"a header line naming {', '.join(STS_FILE_COLUMNS)}, then one pair per line"))
     tsv = path.suffix.lower() == ".tsv"  # TAB-separated, no quoting (sentences keep their quotes)
     style = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if tsv else {"dialect": "excel", "strict": True}
     reader = csv.DictReader(text.splitlines(), **style)
@@ -258,8 +245,8 @@ def load_sts_file(path: str | Path) -> STSTask:
             raise ValueError(f"{path}:{lineno}: expected a numeric score, got {value!r}") from None
         if not math.isfinite(score):
             raise ValueError(f"{path}:{lineno}: expected a finite score, got {value!r}")
-        s1.append(_normalise(row["sentence1"]))
-        s2.append(_normalise(row["sentence2"]))
+        s1.append(normalise_sentence(row["sentence1"]))
+        s2.append(normalise_sentence(row["sentence2"]))
         sc.append(score)
     if len(sc) < 2:
         raise ValueError(f"{path}: {len(sc)} scored pair(s); expected at least 2 for a correlation")
