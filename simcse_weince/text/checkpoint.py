@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from simcse_weince.digests import folder_damage
+from simcse_weince.file_errors import FileFault, reading
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
 from simcse_weince.text.poolers import validate_pooler
 
@@ -92,6 +95,7 @@ def load_text_checkpoint(name_or_path: str, pooler: str | None = None) -> TextCh
         ValueError: ``pooler`` is ``cls`` or not a pooler name.
     """
     path = checkpoint_folder(name_or_path)
+    verify_model_folder(path)
     if pooler is not None:
         validate_pooler(pooler)
         if pooler == "cls":
@@ -100,13 +104,33 @@ def load_text_checkpoint(name_or_path: str, pooler: str | None = None) -> TextCh
                 "use cls_before_pooler, avg or avg_first_last"
             )
     if is_sentence_transformer(path):
-        return _from_sentence_transformer(path, pooler)
+        with reading(path, "the model", DAMAGED_MODEL, passing=(UnsupportedSentenceTransformer,)):
+            return _from_sentence_transformer(path, pooler)
     src = str(path) if path.exists() else name_or_path
     from transformers import AutoTokenizer
 
     pooler = pooler or "cls_before_pooler"
-    model = SimCSEModel(load_hf_encoder(src), pooler=pooler, mlp_only_train=True)
-    return TextCheckpoint(model, AutoTokenizer.from_pretrained(src), None, False, f"AutoModel, pooler {pooler}")
+    with reading(src, "the model", DAMAGED_MODEL) if path.exists() else nullcontext():
+        model = SimCSEModel(load_hf_encoder(src), pooler=pooler, mlp_only_train=True)
+        tokenizer = AutoTokenizer.from_pretrained(src)
+    return TextCheckpoint(model, tokenizer, None, False, f"AutoModel, pooler {pooler}")
+
+
+DAMAGED_MODEL = (
+    "expected a complete model folder: export it again (its training run, resumed with --resume_from_checkpoint "
+    "last) or copy it again"
+)
+
+
+def verify_model_folder(path: Path) -> None:
+    """Check a model folder against the digests its export recorded (``run_record.json``), when it holds them.
+
+    Raises:
+        FileFault: a file is missing, truncated or changed since the export, naming it.
+    """
+    damaged = folder_damage(path) if path.is_dir() else None
+    if damaged:
+        raise FileFault(f"model {path} is damaged ({'; '.join(damaged)}); {DAMAGED_MODEL}")
 
 
 def _from_sentence_transformer(path: Path, pooler: str | None) -> TextCheckpoint:

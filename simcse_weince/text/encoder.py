@@ -15,7 +15,9 @@ import torch
 from tqdm.auto import tqdm
 
 from simcse_weince.evaluation.encoder import autocast_context, unique_in_order
+from simcse_weince.file_errors import reading
 from simcse_weince.text.checkpoint import (
+    DAMAGED_MODEL,
     UnsupportedSentenceTransformer,
     checkpoint_folder,
     is_sentence_transformer,
@@ -131,7 +133,8 @@ def load_text_encoder(
 
         path = checkpoint_folder(name_or_path)
         logger.info("loading %s with sentence-transformers (%s)", path, why)
-        model = SentenceTransformer(str(path), device=device).float()  # fp32 however it was stored
+        with reading(path, "the model", DAMAGED_MODEL):
+            model = SentenceTransformer(str(path), device=device).float()  # fp32 however it was stored
         return SentenceTransformerEncoder(model, batch_size, show_progress_bar, precision)
     source = "SentenceTransformer folder" if is_sentence_transformer(checkpoint_folder(name_or_path)) else "encoder"
     logger.info("loaded %s (%s: %s)", name_or_path, source, ckpt.description)

@@ -2,13 +2,16 @@
 
 On the main process, :func:`finish_run`
 
-1. exports the model folder ``<output_dir>/model`` (the caller's ``export``, which writes no card);
+1. exports the model into ``<output_dir>/model.partial`` (the caller's ``export``, which writes no card);
 2. with ``push_to_hub``, uploads it to the run's repository; a failure is recorded as ``hub_error`` (the local
    folder is complete and the message says how to upload it later);
 3. renders the model card **once**, now that the outcome is known: its usage snippet names the Hub repository
-   only if the model reached it, else a local path; writes it to ``README.md`` and, after a successful push,
-   uploads it too;
-4. writes ``results.json`` (scores, steps, λ, ``model_dir``, ``hub_url`` or ``hub_error``).
+   only if the model reached it, else a local path; writes it to ``README.md``, then the run's record with the
+   digest of every file (``run_record.json``: what evaluation checks the folder against) and, after a
+   successful push, uploads both;
+4. renames the folder ``<output_dir>/model`` (replacing an earlier export): a stop or a full disk in steps 1–3
+   leaves no half-written ``model/``, and a resume (``--resume_from_checkpoint last``) exports again;
+5. writes ``results.json`` (scores, steps, λ, ``model_dir``, ``hub_url`` or ``hub_error``).
 
 :func:`exit_code` is the one Hub policy of both commands: a failed push fails the run (exit 1) unless the run
 asked for an optional push (``hub_push_optional``), in which case it is only recorded.
@@ -17,6 +20,7 @@ asked for an optional push (``hub_push_optional``), in which case it is only rec
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,13 +28,17 @@ from typing import Any
 
 from transformers import Trainer
 
+import simcse_weince.training.run as run_module
+from simcse_weince.file_errors import writing
 from simcse_weince.training.hub import HubPushError
 from simcse_weince.training.run import write_results
+from simcse_weince.training.run_record import RECORD, save_record
 
 logger = logging.getLogger(__name__)
 
 LOCAL_USAGE_PATH = "path/to/this/folder"
 CARD = "README.md"
+PARTIAL = "model.partial"  # the export's folder until it is complete
 
 
 def finish_run(
@@ -55,29 +63,49 @@ def finish_run(
     args = trainer.args
     if not trainer.is_world_process_zero():
         return results
-    model_dir = export(Path(args.output_dir) / "model")
+    state = trainer.run_state
+    model_dir = Path(args.output_dir) / "model"
+    partial = model_dir.with_name(PARTIAL)
+    kept = f"training had finished; {run_module.kept(args)}"
+    state.phase = f"exporting the model to {model_dir}"
+    with writing(model_dir, "the model", kept=kept):
+        if partial.exists():
+            shutil.rmtree(partial)
+        export(partial)
     results["model_dir"] = str(model_dir)
     pushed = False
     if args.push_to_hub:
+        state.phase = "pushing the model to the Hub"
         try:
-            results["hub_url"] = trainer.push_final_folder(str(model_dir), f"End of training: {what}")
+            results["hub_url"] = trainer.push_final_folder(str(partial), f"End of training: {what}")
             pushed = True
             logger.info("pushed %s to %s", model_dir, results["hub_url"])
         except HubPushError as err:
             logger.error("%s", err)
             results["hub_error"] = str(err)
-    elif trainer.run_state.hub_error:
-        results["hub_error"] = trainer.run_state.hub_error  # an optional push turned off before training
-    (model_dir / CARD).write_text(render_card(trainer.hub_model_id if pushed else LOCAL_USAGE_PATH), encoding="utf-8")
+    elif state.hub_error:
+        results["hub_error"] = state.hub_error  # an optional push turned off before training
+    state.phase = f"exporting the model to {model_dir}"
+    with writing(model_dir, "the model", kept=kept):
+        (partial / CARD).write_text(render_card(trainer.hub_model_id if pushed else LOCAL_USAGE_PATH), encoding="utf-8")
+        if state.record is not None:
+            save_record(partial, state.record, with_digests=True)
     if pushed:
+        state.phase = "pushing the model card to the Hub"
         try:
-            trainer.push_final_folder(str(model_dir), "End of training: model card", allow_patterns=[CARD])
+            patterns = [CARD, RECORD] if state.record is not None else [CARD]
+            trainer.push_final_folder(str(partial), "End of training: model card", allow_patterns=patterns)
         except HubPushError as err:
             logger.error("%s", err)
             results["hub_error"] = str(err)
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    partial.rename(model_dir)
     results["hub_push_optional"] = bool(getattr(args, "hub_push_optional", False))
-    results["total_seconds"] = time.perf_counter() - trainer.run_state.started
-    write_results(args.output_dir, results)
+    results["total_seconds"] = time.perf_counter() - state.started
+    state.phase = "writing results.json"
+    with writing(Path(args.output_dir) / "results.json", "the results", kept=f"the model is complete in {model_dir}"):
+        write_results(args.output_dir, results)
     return results
 
 

@@ -27,11 +27,11 @@ from transformers import Trainer, TrainerState, TrainingArguments, set_seed
 
 import simcse_weince.training.run_folder as run_folder
 import simcse_weince.training.run_record as run_record
+from simcse_weince.file_errors import FileFault
 from simcse_weince.stopping import Stopped
 from simcse_weince.training.config import ConfigError
 from simcse_weince.training.hub import HubAccessError, check_hub_access, download_last_checkpoint, repo_name
-from simcse_weince.training.run_folder import CHECKPOINT
-from simcse_weince.training.signals import SaveAndStopOnSigterm
+from simcse_weince.training.signals import SaveAndStopOnSigterm, Terminated, TerminationHandler
 
 logger = logging.getLogger(__name__)
 TRAINER_STATE = "trainer_state.json"
@@ -62,16 +62,24 @@ def start_run(groups: dict[str, Any]) -> Iterator[run_record.RunState]:
     set_seed(args.seed)
     main = args.process_index == 0
     state = run_record.RunState(started=time.perf_counter())
-    if main:
-        run_folder.acquire(args.output_dir)
-    try:
-        prepare_folder(args, groups, main, state)
-        if args.push_to_hub:
-            prepare_hub(args, state)
-        yield state
-    finally:
+    with TerminationHandler() as termination:
+        state.termination = termination
         if main:
-            run_folder.release(args.output_dir)
+            run_folder.acquire(args.output_dir)
+        try:
+            prepare_folder(args, groups, main, state)
+            if args.push_to_hub:
+                prepare_hub(args, state)
+            yield state
+        except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (Terminated) outside the training loop
+            raise Stopped(f"{signal_name(err)} while {state.phase}; {kept(args)}") from None
+        finally:
+            if main:
+                run_folder.release(args.output_dir)
+
+
+def signal_name(err: BaseException) -> str:
+    return "SIGTERM" if isinstance(err, Terminated) else "interrupted (Ctrl-C)"
 
 
 def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool, state: run_record.RunState) -> None:
@@ -100,11 +108,60 @@ def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool, 
             "(e.g. max_steps,num_train_epochs) or all"
         )
     if args.resume_from_checkpoint is not None:
+        check_checkpoint_path(args.resume_from_checkpoint)
         accepted = run_record.check_resume(args.resume_from_checkpoint, state.record, allowed)
         if accepted:
             logger.warning("resuming with changed settings (accepted): %s", ", ".join(accepted))
+        verify_checkpoint(Path(args.resume_from_checkpoint), args.output_dir)
     elif not getattr(args, "overwrite_output_dir", False):
         check_fresh_output_dir(args.output_dir)
+
+
+def check_checkpoint_path(path: str) -> None:
+    """Raises: ConfigError: ``--resume_from_checkpoint`` names no folder."""
+    where = Path(path)
+    if not where.exists():
+        raise ConfigError(
+            f"command line: --resume_from_checkpoint {path}: no such folder ({where.absolute()}); expected a "
+            "checkpoint-N folder of this run, or last (the newest complete one in --output_dir) or hub"
+        )
+    if not where.is_dir():
+        raise ConfigError(f"command line: --resume_from_checkpoint {path}: a file; expected a checkpoint-N folder")
+
+
+def verify_checkpoint(checkpoint: Path, output_dir: str | Path) -> None:
+    """Check every file of ``checkpoint`` against the digests its save recorded
+    (:func:`~simcse_weince.training.run_record.checkpoint_damage`); a checkpoint saved without digests (by an
+    earlier version) is resumed unchecked, with a warning.
+
+    Raises:
+        FileFault: a file is missing, truncated or changed; the message names it and offers the previous complete
+            checkpoint that is intact.
+    """
+    t0 = time.perf_counter()
+    damaged = run_record.checkpoint_damage(checkpoint)
+    if damaged is None:
+        logger.warning("%s holds no file digests (saved by an earlier version): its files are not checked", checkpoint)
+        return
+    if not damaged:
+        logger.info("checked the files of %s against their digests (%.1f s)", checkpoint, time.perf_counter() - t0)
+        return
+    older = [
+        c for c in run_folder.complete_checkpoints(output_dir)
+        if run_folder.CHECKPOINT.match(c.name) and step_of(c) < step_of(checkpoint)
+        and not run_record.checkpoint_damage(c)
+    ]  # fmt: skip
+    offer = (
+        f"resume from the previous complete checkpoint instead: --resume_from_checkpoint {older[0]}"
+        if older
+        else "no earlier intact checkpoint is there: start again with --overwrite_output_dir true"
+    )
+    raise FileFault(f"checkpoint {checkpoint} is damaged ({'; '.join(damaged)}); {offer}")
+
+
+def step_of(checkpoint: Path) -> int:
+    found = run_folder.CHECKPOINT.match(checkpoint.name)
+    return int(found.group(1)) if found else -1
 
 
 def prepare_hub(training_args: TrainingArguments, state: run_record.RunState) -> None:
@@ -142,32 +199,20 @@ def check_fresh_output_dir(output_dir: str | Path) -> None:
         )
 
 
-def is_temporary(name: str) -> bool:
-    return ".tmp" in name or name.startswith("tmp")
-
-
 def latest_complete_checkpoint(output_dir: str | Path, clean: bool = True) -> Path | None:
-    """The newest ``checkpoint-N`` folder that a save finished (``trainer_state.json`` written last, no
-    temporary file left), or ``None``.
+    """The newest ``checkpoint-N`` folder that a save finished (:func:`~simcse_weince.training.run_folder.is_complete`),
+    or ``None``.
 
     Newer folders that a kill interrupted mid-save are reported; with ``clean`` their temporary files are
     deleted and the folder is renamed ``checkpoint-N-incomplete`` (removed if nothing else is in it), so that
     neither resuming nor the Trainer's checkpoint rotation takes it for a checkpoint.
     """
-    folder = Path(output_dir)
-    if not folder.is_dir():
-        return None
-    found = sorted(
-        ((int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := CHECKPOINT.match(p.name))),
-        reverse=True,
-    )
-    for _, ckpt in found:
-        temporary = [f for f in ckpt.iterdir() if is_temporary(f.name)]
-        if (ckpt / "trainer_state.json").is_file() and not temporary:
+    for ckpt in run_folder.checkpoint_folders(output_dir):
+        if run_folder.is_complete(ckpt):
             return ckpt
         logger.warning("skipping the incomplete checkpoint %s (a save that did not finish)", ckpt)
         if clean:
-            for f in temporary:
+            for f in [f for f in ckpt.iterdir() if run_folder.is_temporary(f.name)]:
                 shutil.rmtree(f) if f.is_dir() else f.unlink()
             if any(ckpt.iterdir()):
                 aside = ckpt.with_name(ckpt.name + "-incomplete")
@@ -213,16 +258,20 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
     resume = training_args.resume_from_checkpoint  # resolved by start_run
     resumed = TrainerState.load_from_json(str(Path(resume) / TRAINER_STATE)) if resume is not None else None
     done = resumed if resumed is not None and reached_the_end(resumed, training_args) else None
-    sigterm = SaveAndStopOnSigterm()
+    state = trainer.run_state
+    sigterm = SaveAndStopOnSigterm(state.termination)
     trainer.add_callback(sigterm)
+    state.phase = "training"
     try:
         if done is not None:
             load_finished(trainer, resume, done, training_args)
             out = None
         else:
             out = trainer.train(resume_from_checkpoint=resume)
-    except KeyboardInterrupt:
-        raise Stopped(f"interrupted (Ctrl-C) at step {trainer.state.global_step}; {kept(training_args)}") from None
+    except KeyboardInterrupt as err:
+        raise Stopped(f"{signal_name(err)} at step {trainer.state.global_step}; {kept(training_args)}") from None
+    except FileFault:
+        raise  # it names the file and what was kept
     except Exception as err:
         if training_args.should_save:
             logger.error(
@@ -234,10 +283,11 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
             )
         raise
     finally:
-        sigterm.restore()
+        sigterm.restore(training_args)
         trainer.remove_callback(sigterm)
     if sigterm.stopped:
         raise Stopped(f"SIGTERM at step {trainer.state.global_step}; {kept(training_args)}")
+    state.phase = "scoring the trained model"
     if training_args.should_save:
         run_folder.remove_incomplete_checkpoints(training_args.output_dir)
     curve = lambda_curve(trainer.state.log_history)

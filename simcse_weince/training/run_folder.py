@@ -25,6 +25,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+import simcse_weince.training.run_record as run_record
 from simcse_weince.training.config import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,9 @@ LOCK = ".run.lock"
 HOLDER = ".run.lock.json"
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 INCOMPLETE = re.compile(r"^checkpoint-(\d+)-incomplete$")
-RUN_FILES = ("model", "results.json", "results.md", "run_config.yaml", "run_record.json", "last-checkpoint")
+RUN_FILES = (
+    "model", "model.partial", "results.json", "results.md", "run_config.yaml", "run_record.json", "last-checkpoint"
+)  # fmt: skip
 
 _held: dict[Path, FileLock] = {}
 
@@ -112,6 +115,35 @@ def release(output_dir: str | Path) -> None:
         return
     (folder / HOLDER).unlink(missing_ok=True)
     lock.release()
+
+
+def is_temporary(name: str) -> bool:
+    """A file a save writes beside its target and renames (``*.tmp*``, ``tmp*``): left there, the save did not end."""
+    return ".tmp" in name or name.startswith("tmp")
+
+
+def checkpoint_folders(output_dir: str | Path) -> list[Path]:
+    """The ``checkpoint-N`` folders of ``output_dir``, newest (highest N) first."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := CHECKPOINT.match(p.name))]
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def is_complete(checkpoint: Path) -> bool:
+    """Whether a save of ``checkpoint`` finished: ``trainer_state.json`` there, no temporary file left, and its
+    record's digests written (the save's last step; :func:`~simcse_weince.training.run_record.saved_in_full`)."""
+    return (
+        (checkpoint / "trainer_state.json").is_file()
+        and not any(is_temporary(f.name) for f in checkpoint.iterdir())
+        and run_record.saved_in_full(checkpoint)
+    )
+
+
+def complete_checkpoints(output_dir: str | Path) -> list[Path]:
+    """The checkpoints of ``output_dir`` whose save finished, newest first (their files are not checked)."""
+    return [c for c in checkpoint_folders(output_dir) if is_complete(c)]
 
 
 def previous_run(output_dir: str | Path) -> list[str]:

@@ -3,8 +3,12 @@
 The record is a flat mapping ``{"group.field": value}`` of the model, data and loss groups (minus fields that
 only say where things go or how fast they run) and the training settings that change the trained weights:
 seed, batch, processes, schedule, optimiser, precision, gradient caching, evaluation cadence (it picks the best
-checkpoint). Local training files are identified by name and size. The trainer writes it as
-``run_record.json`` into each checkpoint folder, before the checkpoint counts as complete.
+checkpoint). Local training files are identified by name, size and content digest
+(:func:`~simcse_weince.digests.file_digest`: a file edited in place is another file). The trainer writes it as
+``run_record.json`` into each checkpoint folder with its model, and writes it again once every file of the
+checkpoint is saved, now with each file's digest under ``files`` (``null`` until then: a save that did not get
+that far is incomplete). Resuming and evaluation check the files against those digests
+(:func:`checkpoint_damage`); the exported model folder holds its own record and digests.
 
 Resuming (``last``, a path, or the Hub's ``last-checkpoint``) compares the checkpoint's record with the current
 one and refuses any difference in one line listing them, unless ``--resume_allow_changes`` names them
@@ -15,13 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
+from simcse_weince.digests import RECORD_FILE, file_digest, folder_damage, folder_digests
 from simcse_weince.paths import resolve_data_path
 from simcse_weince.training.config import ConfigError, to_plain
 
-RECORD = "run_record.json"
+RECORD = RECORD_FILE
+FILES = "files"  # the record's key holding the folder's digests (not a setting)
 
 # Fields of the model / data / loss groups that do not change what is trained.
 NOT_SHAPING = frozenset(
@@ -73,18 +81,36 @@ class RunState:
         started: ``time.perf_counter()`` when the run began.
         record: the run's record (:func:`run_record`), saved into every checkpoint; None until it is made.
         hub_error: why an optional Hub push was turned off before training (it goes into ``results.json``).
+        phase: what the run is doing (``preparing the run``, ``training``, ``scoring``, ``exporting the model``,
+            ...), for the message of a stop outside the training loop.
+        termination: the run's ``SIGTERM`` handler (:class:`~simcse_weince.training.signals.TerminationHandler`),
+            deferred by the training loop.
     """
 
     started: float
     record: dict[str, Any] | None = None
     hub_error: str | None = None
+    phase: str = "preparing the run"
+    termination: Any = None
 
 
 def file_label(path: str) -> str:
-    """``<file name> (<size> bytes)`` of a local file (the name as given for anything else): the same data
-    under another folder (a resume on another machine) is the same run."""
+    """``<file name> (<size> bytes, xxh3_128 <digest>)`` of a local file (the name as given for anything else):
+    the same data under another folder (a resume on another machine) is the same run; the same name and size with
+    other bytes is not."""
     local = Path(resolve_data_path(path))
-    return f"{local.name} ({local.stat().st_size} bytes)" if local.is_file() else path
+    if not local.is_file():
+        return path
+    return f"{local.name} ({local.stat().st_size} bytes, xxh3_128 {file_digest(local)})"
+
+
+_LABEL = re.compile(r"^(.*) \((\d+) bytes(?:, xxh3_128 [0-9a-f]+)?\)$")
+
+
+def _without_digest(label: Any) -> Any:
+    """A file label as records before content digests wrote it (``name (N bytes)``)."""
+    found = _LABEL.match(label) if isinstance(label, str) else None
+    return f"{found.group(1)} ({found.group(2)} bytes)" if found else label
 
 
 def run_record(groups: dict[str, Any], world_size: int) -> dict[str, Any]:
@@ -101,13 +127,56 @@ def run_record(groups: dict[str, Any], world_size: int) -> dict[str, Any]:
     return record
 
 
-def save_record(folder: str | Path, record: dict[str, Any]) -> None:
-    Path(folder, RECORD).write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+def save_record(folder: str | Path, record: dict[str, Any], with_digests: bool = False) -> None:
+    """Write ``<folder>/run_record.json`` (replacing it whole: written beside and renamed): the settings, and
+    under ``files`` the digests of every other file in ``folder`` with ``with_digests``, else ``null`` (the
+    folder's files are not all written yet)."""
+    files = folder_digests(folder, exclude=(RECORD,)) if with_digests else None
+    path = Path(folder, RECORD)
+    partial = path.with_name(f"{RECORD}.tmp")
+    partial.write_text(json.dumps({**record, FILES: files}, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(partial, path)
+
+
+def read_record_file(folder: str | Path) -> dict[str, Any] | None:
+    """The whole ``run_record.json`` of ``folder`` (settings and ``files``), or ``None`` if there is none.
+
+    Raises:
+        ConfigError: it is there but is not a JSON object (damaged).
+    """
+    path = Path(folder) / RECORD
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ConfigError(f"{path} is damaged (not JSON: {err}); expected the run record its save wrote") from err
+    if not isinstance(saved, dict):
+        raise ConfigError(f"{path} is damaged (not a JSON object); expected the run record its save wrote")
+    return saved
 
 
 def load_record(checkpoint: str | Path) -> dict[str, Any] | None:
-    path = Path(checkpoint) / RECORD
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    """The settings a checkpoint's record holds (without its digests), or ``None``."""
+    saved = read_record_file(checkpoint)
+    return None if saved is None else {k: v for k, v in saved.items() if k != FILES}
+
+
+def saved_in_full(checkpoint: str | Path) -> bool:
+    """Whether a checkpoint's save got to its last step (its record's digests); a checkpoint without a record,
+    or whose record predates digests, counts as saved in full."""
+    try:
+        saved = read_record_file(checkpoint)
+    except ConfigError:
+        return False
+    return saved is None or FILES not in saved or saved[FILES] is not None
+
+
+def checkpoint_damage(folder: str | Path) -> list[str] | None:
+    """The files of ``folder`` that differ from the digests its record holds (empty: all match), or ``None`` when
+    it holds no digests to check against (no record, or one written before digests or by a save cut short)."""
+    read_record_file(folder)  # a record that is not JSON is an error naming it
+    return folder_damage(folder)
 
 
 # Settings added after runs were first recorded, with the value every run recorded before them had: such a run's
@@ -118,9 +187,13 @@ ADDED_SETTINGS: dict[str, Any] = {"data.validation": "stsb"}
 def differences(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``{key: (checkpoint's value, current value)}`` for every setting that differs (a key the checkpoint's
     record lacks has its :data:`ADDED_SETTINGS` value there)."""
-    keys = sorted(set(saved) | set(current))
+    keys = sorted((set(saved) | set(current)) - {FILES})
     before = {k: saved.get(k, ADDED_SETTINGS.get(k)) for k in keys}
-    return {k: (before[k], current.get(k)) for k in keys if before[k] != current.get(k)}
+    now = dict(current)
+    old_labels = before.get("data.train_files")
+    if isinstance(old_labels, list) and old_labels == [_without_digest(x) for x in old_labels]:  # before digests
+        now["data.train_files"] = [_without_digest(x) for x in current.get("data.train_files") or []]
+    return {k: (before[k], now.get(k)) for k in keys if before[k] != now.get(k)}
 
 
 def parse_allowed(value: str | None) -> set[str]:

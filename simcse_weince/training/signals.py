@@ -1,5 +1,17 @@
-"""Clean stops: ``SIGTERM`` (what job schedulers send before preemption) saves a checkpoint at the next step
-boundary and stops training, so a preempted job loses at most one step."""
+"""Clean stops: ``SIGTERM`` (what job schedulers send before preemption) never costs more than the steps since it.
+
+For the whole run (:func:`~simcse_weince.training.run.start_run` installs :class:`TerminationHandler` on the main
+thread) a ``SIGTERM`` is one of two things:
+
+* while the training loop runs (:class:`SaveAndStopOnSigterm` defers it from ``on_train_begin`` to
+  ``on_train_end``): a flag; the next step's end saves a checkpoint and stops the loop. That checkpoint is kept
+  whatever ``save_total_limit`` and ``load_best_model_at_end`` say: the Trainer's rotation (during the save) and
+  its end-of-training clean-up (with ``save_total_limit: 1``, every checkpoint but the best one) are turned off
+  for the stop, so a preempted job loses at most one step;
+* in any other phase (reading and tokenising, loading, exporting, scoring): :class:`Terminated` is raised at
+  once, a ``KeyboardInterrupt`` like Ctrl-C, so that every clean-up of an interrupted phase runs; the run then
+  ends in one ``stopped:`` line saying what was kept and how to finish.
+"""
 
 from __future__ import annotations
 
@@ -15,32 +27,78 @@ from transformers import TrainerCallback
 logger = logging.getLogger(__name__)
 
 
-class SaveAndStopOnSigterm(TrainerCallback):
-    """While training, ``SIGTERM`` sets a flag; the next step's end saves a checkpoint and stops the loop.
+class Terminated(KeyboardInterrupt):
+    """``SIGTERM`` outside the training loop: raised where the main thread is, like Ctrl-C's ``KeyboardInterrupt``."""
 
-    The handler is installed at ``on_train_begin`` (main thread only: Python delivers signals there) and the
-    previous one restored at ``on_train_end``. ``stopped`` tells every process afterwards that training stopped
-    because of the signal (on any process), not because it was done.
+
+class TerminationHandler:
+    """The run's ``SIGTERM`` handler: raises :class:`Terminated`, or, while :attr:`deferred` (the training loop),
+    only records the signal in :attr:`received` for :class:`SaveAndStopOnSigterm`.
+
+    Use as a context manager (installed on entry, the previous handler restored on exit); off the main thread
+    (where Python cannot install handlers) it does nothing.
     """
 
     def __init__(self) -> None:
-        self.received: int | None = None  # the signal, on the process it reached
-        self.stopped = False  # training stopped for a signal that reached this process or another one
+        self.received: int | None = None
+        self.deferred = False
         self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> TerminationHandler:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._installed = False
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.received = signum
-        logger.warning("SIGTERM received: saving a checkpoint at the end of this step, then stopping")
+        if self.deferred:
+            logger.warning("SIGTERM received: saving a checkpoint at the end of this step, then stopping")
+            return
+        raise Terminated("SIGTERM")
+
+
+class SaveAndStopOnSigterm(TrainerCallback):
+    """While training, ``SIGTERM`` sets a flag (through ``handler``, the run's :class:`TerminationHandler`, or one
+    of its own installed for the loop); the next step's end saves a checkpoint and stops the loop, and that
+    checkpoint survives the Trainer's rotation.
+
+    ``stopped`` tells every process afterwards that training stopped because of the signal (on any process), not
+    because it was done.
+    """
+
+    def __init__(self, handler: TerminationHandler | None = None) -> None:
+        self.handler = handler
+        self._own: TerminationHandler | None = None
+        self.stopped = False  # training stopped for a signal that reached this process or another one
+        self._limit: Any = None  # the run's save_total_limit, set aside while the stop's checkpoint is saved
+        self._set_aside = False
+
+    @property
+    def received(self) -> int | None:
+        """The signal, on the process it reached (``None`` elsewhere)."""
+        active = self.handler or self._own
+        return active.received if active is not None else None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        if self.handler is None:
+            self._own = TerminationHandler().__enter__()
+        (self.handler or self._own).deferred = True
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.any_process_received(args.device):
             self.stopped = True
             control.should_save = True
             control.should_training_stop = True
+            if not self._set_aside:  # no rotation may delete the checkpoint saved to survive the signal
+                self._limit, self._set_aside = args.save_total_limit, True
+                args.save_total_limit = None
         return control
 
     def any_process_received(self, device) -> bool:
@@ -54,9 +112,15 @@ class SaveAndStopOnSigterm(TrainerCallback):
         return bool(flag.item())
 
     def on_train_end(self, args, state, control, **kwargs):
-        self.restore()
+        self.restore(args)
 
-    def restore(self) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
+    def restore(self, args: Any = None) -> None:
+        """The run's handler back to raising (or this callback's own removed), ``save_total_limit`` as it was."""
+        if self.handler is not None:
+            self.handler.deferred = False
+        if self._own is not None:
+            self._own.__exit__()
+            self._own = None
+        if self._set_aside and args is not None:
+            args.save_total_limit = self._limit
+            self._set_aside = False

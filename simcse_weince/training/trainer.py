@@ -25,14 +25,16 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 from transformers import Trainer
-from transformers.trainer_utils import EvalLoopOutput
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, EvalLoopOutput
 
+from simcse_weince.file_errors import reading, writing
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
@@ -43,6 +45,10 @@ logger = logging.getLogger(__name__)
 
 DIAGNOSTIC_KEYS = ("lambda_mean", "lambda_frac_gt_half", "beta_mean", "rho_mean", "delta_aic_mean")
 Evaluator = Callable[[nn.Module], dict[str, float]]
+DAMAGED_CHECKPOINT = (
+    "the checkpoint is damaged: resume from an earlier checkpoint-N folder of the run, or start again with "
+    "--overwrite_output_dir true"
+)
 _EVALUATOR_ONLY = "evaluator"  # stands in for eval_dataset so that Trainer accepts an eval_strategy
 
 
@@ -219,12 +225,48 @@ class ContrastiveTrainer(Trainer):
     # ---- checkpoints ------------------------------------------------------------------------------------
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """The Trainer's save, plus the run's record (``run_record.json``, see
-        :mod:`~simcse_weince.training.run_record`) beside the weights: a checkpoint saves its model first and its
-        ``trainer_state.json`` last, so a complete checkpoint always holds the record that resuming checks."""
+        :mod:`~simcse_weince.training.run_record`) beside the weights, its digests still to come: a checkpoint
+        saves its model first and its ``trainer_state.json`` last, so a complete checkpoint always holds the
+        record that resuming checks."""
         super().save_model(output_dir, _internal_call)
         record = self.run_state.record if self.run_state is not None else None
         if record is not None and self.args.should_save:
             save_record(output_dir or self.args.output_dir, record)
+
+    def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
+        """The Trainer's checkpoint save, then the record again with the digest of every file it wrote (the
+        checkpoint's last write: a checkpoint without them did not finish saving). A failure to write (a full
+        disk, a file-size limit) ends in one :class:`~simcse_weince.file_errors.FileFault` naming the folder
+        and what was kept: the previous checkpoints are untouched (the Trainer rotates them only after a save)."""
+        folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        with writing(folder, "the checkpoint", kept=self.kept_after_failed_save(folder)):
+            super()._save_checkpoint(model, trial)
+            record = self.run_state.record if self.run_state is not None else None
+            if record is not None and self.args.should_save:
+                save_record(folder, record, with_digests=True)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
+        with reading(resume_from_checkpoint, "the checkpoint's weights in", DAMAGED_CHECKPOINT):
+            super()._load_from_checkpoint(resume_from_checkpoint, model)
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        with reading(checkpoint, "the optimizer state in", DAMAGED_CHECKPOINT):
+            super()._load_optimizer_and_scheduler(checkpoint)
+
+    def _load_rng_state(self, checkpoint: str | None) -> None:
+        with reading(checkpoint, "the random-number state in", DAMAGED_CHECKPOINT):
+            super()._load_rng_state(checkpoint)
+
+    def kept_after_failed_save(self, folder: Path) -> str:
+        from simcse_weince.training.run_folder import complete_checkpoints
+
+        older = [c for c in complete_checkpoints(folder.parent) if c.name != folder.name]
+        if not older:
+            return "no earlier checkpoint was saved, so there is nothing to resume; free some space and run again"
+        return (
+            f"the last complete checkpoint is {older[0]}: free some space, then resume with the same command plus "
+            "--resume_from_checkpoint last"
+        )
 
     # ---- the Hub -----------------------------------------------------------------------------------------
     def push_final_folder(

@@ -241,7 +241,7 @@ def test_a_sigterm_on_another_process_stops_this_one_as_stopped(monkeypatch: pyt
 
     callback = SaveAndStopOnSigterm()
     monkeypatch.setattr(callback, "any_process_received", lambda device: True)  # another rank's signal
-    args = type("Args", (), {"device": "cpu"})()
+    args = type("Args", (), {"device": "cpu", "save_total_limit": 1})()
     control = callback.on_step_end(args, None, TrainerControl())
     assert callback.received is None and callback.stopped
     assert control.should_save and control.should_training_stop
