@@ -34,16 +34,17 @@ def read_digest(path: str | Path) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _remembered(path: str, size: int, mtime_ns: int) -> str:
+def _remembered(path: str, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> str:
     return read_digest(path)
 
 
 def file_digest(path: str | Path) -> str:
-    """The XXH3-128 hex digest of a file's bytes (remembered for the process while its size and modification time
-    stay the same: a run that names one file twice reads it once)."""
+    """The XXH3-128 hex digest of a file's bytes, remembered for the process while the file's inode, size and
+    modification and change times stay the same (a run that labels a file and keys its token cache reads it
+    once; any write changes the change time, which no tool can set back)."""
     resolved = Path(path).resolve()
     st = resolved.stat()
-    return _remembered(str(resolved), st.st_size, st.st_mtime_ns)
+    return _remembered(str(resolved), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def folder_digests(folder: str | Path, exclude: Iterable[str] = ()) -> dict[str, dict[str, int | str]]:

@@ -78,12 +78,13 @@ def cause(err: BaseException, path: str | Path) -> str:
     """Why writing ``path`` failed, in plain words (the original message, shortened, when it says nothing known)."""
     number = _errno_of(err)
     where = _existing(Path(path).absolute())
+    where = where if where.is_dir() else where.parent
     limit = file_size_limit()
     if number in (errno.ENOSPC, errno.EDQUOT) or (number is None and free_mb(path) * 2**20 < LOW_SPACE):
         full = "full" if number != errno.EDQUOT else "over its quota"
         return f"the disk holding {where} is {full}: {free_mb(path):.0f} MB free"
     if number == errno.EFBIG or (number is None and limit is not None):
-        shown = f"{limit / 2**20:.0f} MB" if limit is not None else "a limit"
+        shown = "a limit" if limit is None else f"{limit >> 20} MB" if limit >= 1 << 20 else f"{limit >> 10} KB"
         return f"a file reached the file-size limit of this process (ulimit -f: {shown})"
     if number in _PHRASES:
         return f"{_PHRASES[number]} ({where})"

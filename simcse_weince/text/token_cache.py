@@ -15,13 +15,16 @@ negatives) has those three for each column ``j``, suffixed ``_j`` after the firs
 (:func:`~simcse_weince.text.data.tokenize_columns`). Sentences (rows) with no known token (only ``[UNK]``) are
 counted, and a corpus left with none is an error.
 
-The folder's name is a hash of everything the rows depend on: each file's absolute path, size and
-modification time (and whether its unterminated last line is dropped; a column file adds its format, the columns
-read and ``skip_bad_rows``: each source's ``identity()``), the tokenizer's vocabulary and
-pipeline, ``max_length`` and the cache's format version. Anything else changes the name and a new cache is
-built; the old one stays until deleted (:func:`list_caches`, :func:`remove_caches`: the command
+The folder's name is a hash of everything the rows depend on: each file's absolute path, size and content
+digest (:func:`~simcse_weince.digests.file_digest`, streamed; and whether its unterminated last line is dropped;
+a column file adds its format, the columns read and ``skip_bad_rows``: each source's ``identity()``), the
+tokenizer's vocabulary and pipeline, ``max_length`` and the cache's format version. Anything else changes the
+name and a new cache is built; the old one stays until deleted (:func:`list_caches`, :func:`remove_caches`: the command
 ``python -m simcse_weince.cli.token_cache [--clear]``). A cache is built in a temporary folder and renamed into
 place, so a half-written cache is never read and two builders racing on a shared disk leave one complete copy.
+``digests.json`` holds the digest of each of its files: a cache damaged since (a truncated or changed Arrow file)
+is found when it is next opened, and built again. A build that cannot write (a full disk, a file-size limit)
+ends in one error naming the cache folder (:class:`~simcse_weince.file_errors.FileFault`).
 
 Memory: the build holds one part's text and a batch of tokens at a time, whatever the file's size; the
 tokens are written batch by batch and read back memory-mapped. A process that only maps the cache adds the
@@ -45,6 +48,8 @@ from pathlib import Path
 import datasets
 import numpy as np
 
+from simcse_weince.digests import damage, folder_digests
+from simcse_weince.file_errors import reading, writing
 from simcse_weince.losses.duplicates import ABSENT_KEY
 from simcse_weince.text.data import check_fast, token_column_names, tokenize_batch, tokenize_columns
 from simcse_weince.text.reading import TextStats
@@ -89,6 +94,13 @@ MAP_BATCH = 10_000
 WRITER_BATCH = 10_000  # rows per record batch when the map writes row by row
 HUB_PART_ROWS = 250_000  # rows of a Hub dataset per part (~ PART_BYTES of Wikipedia lines)
 PART_ROWS = HUB_PART_ROWS  # rows of a Parquet file per part
+DIGESTS = "digests.json"  # the digest of each file of a cache (simcse_weince.digests)
+DAMAGED_CACHE = (
+    "remove it (python -m simcse_weince.cli.token_cache --clear) and run again: it is built again from the text"
+)
+FULL_CACHE_DISK = (
+    "nothing of the run was written yet: free some space there, or put the cache on another disk with --data_cache_dir"
+)
 CACHE_NAME = re.compile(r"[0-9a-f]{24}")  # see cache_folder
 BUILD_NAME = re.compile(r"\.([0-9a-f]{24})\..+")  # the temporary folder of a build (build_cache's mkdtemp)
 
@@ -231,6 +243,7 @@ def build_cache(
         stats = {n: getattr(read, n) for n in READ_STATS} | unknown | {"rows": rows, "truncated": truncated}
         (tmp / "stats.json").write_text(json.dumps(stats, indent=1), encoding="utf-8")
         (tmp / "key.json").write_text(json.dumps(key, indent=1), encoding="utf-8")
+        (tmp / DIGESTS).write_text(json.dumps(folder_digests(tmp), indent=1), encoding="utf-8")
         tmp.chmod(0o755)  # mkdtemp's folder is private; the cache is for every process and user
         try:
             os.rename(tmp, folder)  # atomic: readers see no cache or a complete one
@@ -328,17 +341,36 @@ def open_or_build(
     """
     root = Path(cache_root) if cache_root else default_cache_root()
     folder = cache_folder(root, key)
+    if is_complete(folder) and build:
+        damaged = cache_damage(folder)
+        if damaged:
+            logger.warning("the token cache %s is damaged (%s): building it again", folder, "; ".join(damaged))
+            shutil.rmtree(folder)
     if is_complete(folder):
-        return _open(folder, stats, max_rows, reused=True)
+        with reading(folder, "the token cache", DAMAGED_CACHE):
+            return _open(folder, stats, max_rows, reused=True)
     read, parts, what = plan()
     if not build:
         raise CacheNotBuiltError(f"no tokenised training text in {folder}: the main process did not build it")
-    root.mkdir(parents=True, exist_ok=True)
     if what is not None:
         logger.info("tokenising %s (max_length %d) into %s", what, max_length, folder)
-    build_cache(folder, parts, tokenizer, max_length, read, key, num_proc, columns=columns)
+    with writing(folder, "the token cache", kept=FULL_CACHE_DISK):
+        root.mkdir(parents=True, exist_ok=True)
+        build_cache(folder, parts, tokenizer, max_length, read, key, num_proc, columns=columns)
     log_cache_root(root)
     return _open(folder, stats, max_rows, reused=False)
+
+
+def cache_damage(folder: Path) -> list[str]:
+    """The files of a cache that differ from its ``digests.json`` (empty when they match, or for a cache built
+    before digests)."""
+    try:
+        expected = json.loads((folder / DIGESTS).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError):
+        return [f"{DIGESTS} is not readable JSON"]
+    return damage(folder, expected)
 
 
 def prepare_rows(

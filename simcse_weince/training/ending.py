@@ -67,12 +67,42 @@ def finish_run(
     model_dir = Path(args.output_dir) / "model"
     partial = model_dir.with_name(PARTIAL)
     kept = f"training had finished; {run_module.kept(args)}"
-    state.phase = f"exporting the model to {model_dir}"
+    try:
+        export_and_push(trainer, results, partial, model_dir, export, render_card, what, kept)
+    except BaseException:  # a stop or a failed write: no half-written model folder is left
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    partial.rename(model_dir)
+    if getattr(trainer, "state", None) is not None:  # the final checkpoint was kept until the export was complete
+        run_module.apply_save_limit(trainer)
+    results["model_dir"] = str(model_dir)
+    results["hub_push_optional"] = bool(getattr(args, "hub_push_optional", False))
+    results["total_seconds"] = time.perf_counter() - state.started
+    state.phase = "writing results.json"
+    with writing(Path(args.output_dir) / "results.json", "the results", kept=f"the model is complete in {model_dir}"):
+        write_results(args.output_dir, results)
+    return results
+
+
+def export_and_push(
+    trainer: Trainer,
+    results: dict[str, Any],
+    partial: Path,
+    model_dir: Path,
+    export: Callable[[Path], Path],
+    render_card: Callable[[str], str],
+    what: str,
+    kept: str,
+) -> bool:
+    """Steps 1-3 of :func:`finish_run` into ``partial``; whether the model reached the Hub."""
+    args, state = trainer.args, trainer.run_state
+    state.phase = f"exporting the model to {model_dir} (training had finished)"
     with writing(model_dir, "the model", kept=kept):
         if partial.exists():
             shutil.rmtree(partial)
         export(partial)
-    results["model_dir"] = str(model_dir)
     pushed = False
     if args.push_to_hub:
         state.phase = "pushing the model to the Hub"
@@ -85,7 +115,7 @@ def finish_run(
             results["hub_error"] = str(err)
     elif state.hub_error:
         results["hub_error"] = state.hub_error  # an optional push turned off before training
-    state.phase = f"exporting the model to {model_dir}"
+    state.phase = f"exporting the model to {model_dir} (training had finished)"
     with writing(model_dir, "the model", kept=kept):
         (partial / CARD).write_text(render_card(trainer.hub_model_id if pushed else LOCAL_USAGE_PATH), encoding="utf-8")
         if state.record is not None:
@@ -98,15 +128,7 @@ def finish_run(
         except HubPushError as err:
             logger.error("%s", err)
             results["hub_error"] = str(err)
-    if model_dir.exists():
-        shutil.rmtree(model_dir)
-    partial.rename(model_dir)
-    results["hub_push_optional"] = bool(getattr(args, "hub_push_optional", False))
-    results["total_seconds"] = time.perf_counter() - state.started
-    state.phase = "writing results.json"
-    with writing(Path(args.output_dir) / "results.json", "the results", kept=f"the model is complete in {model_dir}"):
-        write_results(args.output_dir, results)
-    return results
+    return pushed
 
 
 def exit_code(results: dict[str, Any] | None) -> int:

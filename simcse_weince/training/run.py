@@ -285,7 +285,7 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
     finally:
         sigterm.restore(training_args)
         trainer.remove_callback(sigterm)
-    if sigterm.stopped:
+    if sigterm.stopped or sigterm.received is not None:  # received after the last step's end: stopped all the same
         raise Stopped(f"SIGTERM at step {trainer.state.global_step}; {kept(training_args)}")
     state.phase = "scoring the trained model"
     if training_args.should_save:
@@ -317,6 +317,24 @@ def kept(training_args: TrainingArguments) -> str:
         f"the last complete checkpoint is {ckpt}: resume with the same command plus --resume_from_checkpoint last "
         "(without --overwrite_output_dir)"
     )
+
+
+def apply_save_limit(trainer: Trainer) -> list[str]:
+    """Once the model is exported: ``save_total_limit`` applied to the run's checkpoints as the Trainer applies it
+    at the end of training (which this run postponed: :mod:`~simcse_weince.training.signals`). A limit of 1 with a
+    best checkpoint keeps the best one only; otherwise the newest and the best are kept, then the newest of the
+    others up to the limit. Returns the names of the checkpoints kept."""
+    args, best = trainer.args, trainer.state.best_model_checkpoint
+    limit = args.save_total_limit
+    found = run_folder.checkpoint_folders(args.output_dir)  # newest first
+    if not args.should_save or not limit or limit <= 0 or not found:
+        return [p.name for p in found]
+    best_name = Path(best).name if best else None
+    protected = {best_name} if limit == 1 and best_name else {found[0].name, best_name} - {None}
+    others = [c for c in found if c.name not in protected]
+    for ckpt in others[max(0, limit - len(protected)) :]:
+        shutil.rmtree(ckpt, ignore_errors=True)
+    return [p.name for p in run_folder.checkpoint_folders(args.output_dir)]
 
 
 def reached_the_end(state: TrainerState, training_args: TrainingArguments) -> bool:

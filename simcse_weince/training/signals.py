@@ -7,7 +7,9 @@ thread) a ``SIGTERM`` is one of two things:
   ``on_train_end``): a flag; the next step's end saves a checkpoint and stops the loop. That checkpoint is kept
   whatever ``save_total_limit`` and ``load_best_model_at_end`` say: the Trainer's rotation (during the save) and
   its end-of-training clean-up (with ``save_total_limit: 1``, every checkpoint but the best one) are turned off
-  for the stop, so a preempted job loses at most one step;
+  for the stop, so a preempted job loses at most one step. The same holds for the last step's checkpoint: it is
+  kept until the model is exported (:func:`~simcse_weince.training.ending.finish_run` then applies the limit,
+  :func:`~simcse_weince.training.run.apply_save_limit`), so that a stop during the export resumes from it;
 * in any other phase (reading and tokenising, loading, exporting, scoring): :class:`Terminated` is raised at
   once, a ``KeyboardInterrupt`` like Ctrl-C, so that every clean-up of an interrupted phase runs; the run then
   ends in one ``stopped:`` line saying what was kept and how to finish.
@@ -96,9 +98,10 @@ class SaveAndStopOnSigterm(TrainerCallback):
             self.stopped = True
             control.should_save = True
             control.should_training_stop = True
-            if not self._set_aside:  # no rotation may delete the checkpoint saved to survive the signal
-                self._limit, self._set_aside = args.save_total_limit, True
-                args.save_total_limit = None
+        last = state is not None and 0 < state.max_steps <= state.global_step
+        if (self.stopped or last) and not self._set_aside:  # no rotation may delete the checkpoint saved now
+            self._limit, self._set_aside = args.save_total_limit, True
+            args.save_total_limit = None
         return control
 
     def any_process_received(self, device) -> bool:

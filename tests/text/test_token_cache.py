@@ -105,9 +105,29 @@ def test_key_follows_max_length_tokenizer_and_file(small_file: Path, tok, tmp_pa
         f.write("one more sentence\n")
     ds, edited = prepare([(small_file, False)], tok, tmp_path)
     assert edited.cache_dir != base.cache_dir and not edited.cache_reused and len(ds) == 301
-    os.utime(small_file, ns=(0, 0))  # touched: rebuilt, not trusted
+    os.utime(small_file, ns=(0, 0))  # touched, the same bytes: the same cache (keyed by content)
     _, touched = prepare([(small_file, False)], tok, tmp_path)
-    assert touched.cache_dir != edited.cache_dir
+    assert touched.cache_dir == edited.cache_dir and touched.cache_reused
+    text = bytearray(small_file.read_bytes())
+    text[len(text) // 2] = ord("x") if text[len(text) // 2] != ord("x") else ord("y")
+    small_file.write_bytes(bytes(text))
+    os.utime(small_file, ns=(0, 0))  # edited in place: same size, same time, other bytes: another cache
+    _, in_place = prepare([(small_file, False)], tok, tmp_path)
+    assert in_place.cache_dir != edited.cache_dir and not in_place.cache_reused
+
+
+def test_a_damaged_cache_is_found_and_built_again(
+    small_file: Path, tok, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cache's Arrow file cut short after its build: the next run says so and builds it again (it would otherwise
+    fail in the memory map, or train on what is left). Fails if the cache's digests are not checked."""
+    first, stats = prepare([(small_file, False)], tok, tmp_path)
+    (arrow,) = Path(stats.cache_dir).glob("tokens*.arrow")
+    arrow.write_bytes(arrow.read_bytes()[:-500])
+    with caplog.at_level("WARNING", logger="simcse_weince.text.token_cache"):
+        again, rebuilt = prepare([(small_file, False)], tok, tmp_path)
+    assert f"the token cache {stats.cache_dir} is damaged ({arrow.name} is" in caplog.text
+    assert not rebuilt.cache_reused and again["input_ids"] == first["input_ids"]
 
 
 def test_several_files_in_order_with_max_rows(small_file: Path, wiki_sample: Path, tok, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from simcse_weince.digests import ALGORITHM, file_digest
 from simcse_weince.text.columns import (
     BadRows,
     ReadOptions,
@@ -130,11 +131,10 @@ class FileSource(Source):
         """Read what opening the file needs (a header, a schema) and choose the columns."""
 
     def identity(self) -> dict:
-        st = self.path.stat()
         ident = {
             "path": str(self.path.resolve()),
-            "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns,
+            "size": self.path.stat().st_size,
+            ALGORITHM: file_digest(self.path),  # its content: a file edited in place is another cache
             "drop_unterminated_last_line": self.drop,
         }
         if not self.by_column:
