@@ -1,10 +1,12 @@
 """What a file holds, by content: the digests that let a checkpoint, an exported model and a training file be
 checked against what was written or read before.
 
-A digest is XXH3-128 (:mod:`xxhash`) of the file's bytes, streamed in 8 MiB blocks: it detects damage (a flipped
-byte, a truncation, a file edited in place), not tampering, at about 3 GB/s here, so that a bert-base checkpoint
-(1.3 GB with its optimizer state) is checked in about half a second (``bench/checkpoint_digest.py`` measures it
-against the save). A folder's digests are ``{relative path: {"bytes": size, "xxh3_128": hex}}``, kept under
+A digest is XXH3-128 (:mod:`xxhash`) of the XXH3-128 digests of the file's 64 MiB blocks, in order (a two-level
+tree, so that the blocks are hashed on several threads at once: xxhash releases the GIL; the file is memory-mapped,
+not copied). It detects damage (a flipped byte, a truncation, a file edited in place), not tampering, at about
+7 GB/s on this machine's 2 cores, so that a bert-base checkpoint (1.3 GB with its optimizer state) is checked in
+about 0.2 s (``bench/checkpoint_digest.py`` measures it against the save). A folder's digests are
+``{relative path: {"bytes": size, ALGORITHM: hex}}``, kept under
 ``files`` in the folder's ``run_record.json`` (a checkpoint's, an exported model's:
 :mod:`~simcse_weince.training.run_record`), which :func:`folder_damage` checks the folder against.
 """
@@ -13,24 +15,54 @@ from __future__ import annotations
 
 import functools
 import json
+import mmap
 import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import xxhash
 
-ALGORITHM = "xxh3_128"
+ALGORITHM = "xxh3_128_64mib_blocks"
 RECORD_FILE = "run_record.json"
-BLOCK = 1 << 23
+BLOCK = 1 << 26  # 64 MiB: a file's blocks are hashed in parallel
+THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 def read_digest(path: str | Path) -> str:
-    """The XXH3-128 hex digest of a file's bytes, read now."""
-    h = xxhash.xxh3_128()
+    """The digest of a file's bytes (see the module docstring), read now."""
     with open(path, "rb") as f:
-        while block := f.read(BLOCK):
-            h.update(block)
-    return h.hexdigest()
+        size = os.fstat(f.fileno()).st_size
+        try:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        except (OSError, ValueError):  # a file system without memory maps: read block by block
+            mapped = None
+        if mapped is None:
+            blocks = [xxhash.xxh3_128(block).digest() for block in iter(lambda: f.read(BLOCK), b"")]
+        else:
+            with mapped:
+                blocks = _mapped_blocks(mapped, size)
+    return xxhash.xxh3_128(b"".join(blocks)).hexdigest()
+
+
+def _mapped_blocks(mapped: mmap.mmap, size: int) -> list[bytes]:
+    view = memoryview(mapped)
+    try:
+
+        def block(start: int) -> bytes:
+            part = view[start : start + BLOCK]
+            try:
+                return xxhash.xxh3_128(part).digest()
+            finally:
+                part.release()
+
+        starts = range(0, size, BLOCK)
+        if len(starts) == 1 or THREADS == 1:
+            return [block(s) for s in starts]
+        with ThreadPoolExecutor(min(THREADS, len(starts))) as pool:
+            return list(pool.map(block, starts))
+    finally:
+        view.release()
 
 
 @functools.lru_cache(maxsize=256)
@@ -48,7 +80,7 @@ def file_digest(path: str | Path) -> str:
 
 
 def folder_digests(folder: str | Path, exclude: Iterable[str] = ()) -> dict[str, dict[str, int | str]]:
-    """``{relative path: {"bytes": size, "xxh3_128": digest}}`` of every file under ``folder`` (sorted), except
+    """``{relative path: {"bytes": size, ALGORITHM: digest}}`` of every file under ``folder`` (sorted), except
     the relative paths in ``exclude``."""
     root = Path(folder)
     skip = set(exclude)

@@ -95,16 +95,16 @@ class RunState:
 
 
 def file_label(path: str) -> str:
-    """``<file name> (<size> bytes, xxh3_128 <digest>)`` of a local file (the name as given for anything else):
+    """``<file name> (<size> bytes, digest <digest>)`` of a local file (the name as given for anything else):
     the same data under another folder (a resume on another machine) is the same run; the same name and size with
     other bytes is not."""
     local = Path(resolve_data_path(path))
     if not local.is_file():
         return path
-    return f"{local.name} ({local.stat().st_size} bytes, xxh3_128 {file_digest(local)})"
+    return f"{local.name} ({local.stat().st_size} bytes, digest {file_digest(local)})"
 
 
-_LABEL = re.compile(r"^(.*) \((\d+) bytes(?:, xxh3_128 [0-9a-f]+)?\)$")
+_LABEL = re.compile(r"^(.*) \((\d+) bytes(?:, digest [0-9a-f]+)?\)$")
 
 
 def _without_digest(label: Any) -> Any:

@@ -78,3 +78,14 @@ def test_eval_speed_refuses_an_unknown_engine_before_loading_anything() -> None:
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "'fused' is not one of auto, eager, static, graph" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_checkpoint_digest_bench_prints_its_ratios(tmp_path: Path) -> None:
+    """``bench/checkpoint_digest.py --tiny``: the save, the digest pass and their ratio, and the training file's."""
+    text = tmp_path / "lines.txt"
+    text.write_text("".join(f"sentence number {i}\n" for i in range(200)), encoding="utf-8")
+    cmd = [sys.executable, "bench/checkpoint_digest.py", "--tiny", "--repeats", "1", "--text", str(text)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "digest / save = " in proc.stdout and "in 4 files" in proc.stdout
+    assert "lines.txt (0.0 MB, 200 lines)" in proc.stdout and "digest / tokenising = " in proc.stdout
