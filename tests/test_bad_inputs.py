@@ -2,7 +2,8 @@
 (``error: ...`` naming the file, value or model and what was expected), exit code 2, no traceback, no
 argparse usage text, and nothing heavy loaded first (the cases run in well under a second each). An
 expected text that starts with ``error: `` must begin the line: it names the error's true source (the YAML
-file, ``{tmp}`` standing for the test's folder, or ``command line: --flag value``)."""
+file, ``{tmp}`` standing for the test's folder, or ``command line: --flag value``; ``{tiny}`` and ``{weights}``
+stand for the tiny model's folders)."""
 
 from __future__ import annotations
 
@@ -104,6 +105,40 @@ TRAIN_CASES: dict[str, tuple[Case, str]] = {
     "hard_negative_weight inf in YAML": (
         lambda t, fx: [_yaml(t, "hard_negative_weight: .inf\n"), *_text_args(t, fx)],
         "error: {tmp}/c.yaml: hard_negative_weight must be a finite number, got inf",
+    ),
+    # every float setting is finite (a nan fails `> 0` checks as false, an inf passes them as true)
+    "temperature inf": (
+        lambda t, fx: _text_args(t, fx, "--temperature", "inf"),
+        "error: command line: --temperature inf: temperature must be a finite number, got inf",
+    ),
+    "learning_rate nan": (
+        lambda t, fx: _text_args(t, fx, "--learning_rate", "nan"),
+        "error: command line: --learning_rate nan: learning_rate must be a finite number, got nan",
+    ),
+    "learning_rate inf in YAML": (
+        lambda t, fx: [_yaml(t, "learning_rate: .inf\n"), *_text_args(t, fx)],
+        "error: {tmp}/c.yaml: learning_rate must be a finite number, got inf",
+    ),
+    "negative learning rate in scientific notation": (
+        lambda t, fx: _text_args(t, fx, "--learning_rate", "-1e-5"),
+        "error: command line: --learning_rate -1e-5: learning_rate must be >= 0.0; got -1e-05",
+    ),
+    "key given twice in YAML": (
+        lambda t, fx: [_yaml(t, "max_steps: 2\ntemperature: 0.1\nmax_steps: 120\n"), *_text_args(t, fx)],
+        "error: {tmp}/c.yaml:3: max_steps is given twice (lines 1 and 3); expected each key once",
+    ),
+    "empty name in comma-joined text_columns": (
+        lambda t, fx: _text_args(t, fx, "--text_columns", "sent0,,hard_neg"),
+        "error: command line: --text_columns sent0,,hard_neg: text_columns: every column name must be a non-empty",
+    ),
+    "hub_model_id not an id, with push_to_hub and no token": (
+        lambda t, fx: _text_args(t, fx, "--push_to_hub", "true", "--hub_model_id", "a/b/c"),
+        "error: command line: --hub_model_id a/b/c: hub_model_id 'a/b/c' is not a Hub repository id; expected name "
+        "or namespace/name",
+    ),
+    "max_seq_length beyond the model's positions": (
+        lambda t, fx: _text_args(t, fx, "--max_seq_length", "100"),
+        "error: command line: --max_seq_length 100: the model {tiny} has 64 positions; expected at most 64",
     ),
     "max_seq_length 2": (lambda t, fx: _text_args(t, fx, "--max_seq_length", "2"), "max_seq_length must be >= 3"),
     "batch of 1": (lambda t, fx: _text_args(t, fx, "--per_device_train_batch_size", "1"), "at least 2 rows"),
@@ -237,6 +272,22 @@ EVAL_CASES: dict[str, tuple[Case, str]] = {
         "names no folder; expected retrieval:PATH",
     ),
     "unknown task": (lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "STS17"], "unknown task 'STS17'"),
+    "batch_size 0": (
+        lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "STSB", "--batch_size", "0"],
+        "error: command line: --batch_size 0: expected an integer >= 1",
+    ),
+    "max_length 0": (
+        lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "STSB", "--max_length", "0"],
+        "error: command line: --max_length 0: expected an integer >= 3",
+    ),
+    "negative seed": (
+        lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "STSB", "--seed", "-1"],
+        "error: command line: --seed -1: expected an integer in [0, 4294967295]",
+    ),
+    "max_length beyond the model's positions": (
+        lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "STSB", "--max_length", "100"],
+        "error: command line: --max_length 100: the model {weights} has 64 positions; expected at most 64",
+    ),
     "missing task folder": (
         lambda t, fx: ["--model", str(fx["weights"]), "--tasks", "MR", "--data_dir", str(t)],
         "MR",
@@ -260,6 +311,14 @@ VISION_CASES: dict[str, tuple[Case, str]] = {
         "can read); expected an image file",
     ),
     "image size 0": (lambda t, fx: ["--image_size", "0", "--output_dir", str(t / "o")], "image_size must be >= 8"),
+    "crop_min_scale nan": (
+        lambda t, fx: ["--crop_min_scale", "nan", "--output_dir", str(t / "o")],
+        "error: command line: --crop_min_scale nan: crop_min_scale must be a finite number, got nan",
+    ),
+    "augment_strength inf in YAML": (
+        lambda t, fx: [_write(t / "v.yaml", b"augment_strength: .inf\n"), "--output_dir", str(t / "o")],
+        "error: {tmp}/v.yaml: augment_strength must be a finite number, got inf",
+    ),
     "hard_negative_weight on SimCLR views": (
         lambda t, fx: ["--hard_negative_weight", "1", "--output_dir", str(t / "o")],
         "error: hard_negative_weight must be 0 for layout 'ntxent' (it has no hard negatives), got 1.0",
@@ -288,12 +347,13 @@ def fx(tiny_bert_dir: Path, tiny_bert_weights_dir: Path, wiki_sample: Path) -> d
     return {"tiny": tiny_bert_dir, "weights": tiny_bert_weights_dir, "wiki": wiki_sample}
 
 
-def _check(main: Callable, argv: list[str], expected: str, capsys: pytest.CaptureFixture, tmp: Path) -> None:
+def _check(main: Callable, argv: list[str], expected: str, capsys: pytest.CaptureFixture, tmp: Path, fx: dict) -> None:
     assert main(argv) == 2
     captured = capsys.readouterr()
     err = captured.err.strip()
     assert err.startswith("error: ") and "\n" not in err, captured.err
-    expected = expected.replace("{tmp}", str(tmp))
+    for name, value in (("tmp", tmp), ("tiny", fx["tiny"]), ("weights", fx["weights"])):
+        expected = expected.replace(f"{{{name}}}", str(value))
     assert err.startswith(expected) if expected.startswith("error: ") else expected in err, err
     assert "Traceback" not in captured.out + captured.err
     assert "usage:" not in captured.out + captured.err  # argparse's usage wall
@@ -304,7 +364,7 @@ def test_train(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixtur
     from simcse_weince.cli.train_text import main
 
     argv, expected = TRAIN_CASES[case][0](tmp_path, fx), TRAIN_CASES[case][1]
-    _check(main, argv, expected, capsys, tmp_path)
+    _check(main, argv, expected, capsys, tmp_path, fx)
 
 
 @pytest.mark.parametrize("case", sorted(EVAL_CASES))
@@ -312,7 +372,7 @@ def test_evaluate(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFix
     from simcse_weince.cli.evaluate import main
 
     argv, expected = EVAL_CASES[case][0](tmp_path, fx), EVAL_CASES[case][1]
-    _check(main, [*argv, "--output_dir", str(tmp_path / "eval")], expected, capsys, tmp_path)
+    _check(main, [*argv, "--output_dir", str(tmp_path / "eval")], expected, capsys, tmp_path, fx)
 
 
 @pytest.mark.parametrize("case", sorted(VISION_CASES))
@@ -320,7 +380,7 @@ def test_vision(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFixtu
     from simcse_weince.cli.train_vision import main
 
     argv, expected = VISION_CASES[case][0](tmp_path, fx), VISION_CASES[case][1]
-    _check(main, argv, expected, capsys, tmp_path)
+    _check(main, argv, expected, capsys, tmp_path, fx)
 
 
 @pytest.mark.parametrize("case", sorted(DIAGNOSE_CASES))
@@ -328,7 +388,7 @@ def test_diagnose(case: str, fx: dict, tmp_path: Path, capsys: pytest.CaptureFix
     from simcse_weince.cli.diagnose import main
 
     argv, expected = DIAGNOSE_CASES[case][0](tmp_path, fx), DIAGNOSE_CASES[case][1]
-    _check(main, argv, expected, capsys, tmp_path)
+    _check(main, argv, expected, capsys, tmp_path, fx)
 
 
 def test_debug_variable_shows_the_traceback(fx: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,8 +27,11 @@ from simcse_weince.evaluation.senteval_classifier import ENGINES
 from simcse_weince.evaluation.transfer import CLASSIFIERS, classifier_device
 from simcse_weince.model_sources import check_model_source, looks_like_path, resolve_model_path
 from simcse_weince.paths import resolve_data_path, senteval_root
+from simcse_weince.text.arguments import MIN_SEQ_LENGTH
+from simcse_weince.text.checkpoint import checkpoint_folder
 from simcse_weince.text.encoder import load_text_encoder
 from simcse_weince.text.poolers import POOLERS
+from simcse_weince.text.positions import check_length_fits, model_position_limit
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,9 +115,27 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
 
 
+# the integer options' ranges: (lowest, highest or None); seeds go to numpy and scikit-learn (32 bits)
+INT_RANGES = {"batch_size": (1, None), "max_length": (MIN_SEQ_LENGTH, None), "seed": (0, 2**32 - 1)}
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Each integer option in its range (:data:`INT_RANGES`); ``--max_length`` unset is the model's own limit.
+
+    Raises:
+        ValueError: ``command line: --batch_size 0: expected an integer >= 1``.
+    """
+    for name, (low, high) in INT_RANGES.items():
+        value = getattr(args, name)
+        if value is not None and not (low <= value and (high is None or value <= high)):
+            expected = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise ValueError(f"command line: --{name} {value}: expected an integer {expected}")
+
+
 def _check_options(args: argparse.Namespace) -> None:
-    """What the options need, said before anything loads: ``graph`` needs the classifiers on a CUDA device, and
-    ``--search faiss`` the faiss package."""
+    """What the options need, said before anything loads: integers in their ranges, ``graph`` needs the
+    classifiers on a CUDA device, and ``--search faiss`` the faiss package."""
+    _check_numbers(args)
     target = classifier_device(args.device)
     if args.classifier_engine == "graph" and target.type != "cuda":
         raise ValueError(f"--classifier_engine graph needs a CUDA device; the classifiers would run on {target}")
@@ -194,6 +215,8 @@ def run(argv: Sequence[str]) -> dict:
     data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
     tasks = load_tasks(args.tasks, args.mode, data_dir)  # missing or malformed files fail before the model loads
     model_path = check_model_source(args.model)
+    limit = model_position_limit(str(checkpoint_folder(model_path)))  # its config only
+    check_length_fits(f"command line: --max_length {args.max_length}", args.max_length, args.model, limit)
     model_id = model_identity(args.model)
     out = Path(args.output_dir) if args.output_dir else default_output_dir(args.model)
     check_replaceable(report_paths(out, tasks.mode)[0], model_id, args.overwrite)  # before the model loads

@@ -28,10 +28,11 @@ from simcse_weince.text.data import SimCSECollator
 from simcse_weince.text.export import export_sentence_transformer
 from simcse_weince.text.model import SimCSEModel, inference_max_length, load_hf_encoder
 from simcse_weince.text.model_card import inference_description, render_model_card, score_label
+from simcse_weince.text.positions import check_length_fits, model_position_limit
 from simcse_weince.text.trainer import SimCSETrainer
 from simcse_weince.text.validation import ValidationEvaluator, load_validation_task, parse_validation
 from simcse_weince.training.arguments import LossArguments
-from simcse_weince.training.config import parse_config, save_run_info
+from simcse_weince.training.config import SettingSources, parse_config_and_sources, save_run_info
 from simcse_weince.training.ending import exit_code, finish_run
 from simcse_weince.training.run import card_facts, start_run, train_and_record
 from simcse_weince.training.run_record import RunState
@@ -68,12 +69,21 @@ def evaluation_tasks(data: DataArguments, metric: str | None) -> tuple[dict, dic
 
 def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     """Train from a config (YAML path + overrides); ``callbacks`` are added to the Trainer's."""
-    model_args, data_args, loss_args, args = parse_config(ARG_GROUPS, argv)
+    (model_args, data_args, loss_args, args), sources = parse_config_and_sources(ARG_GROUPS, argv)
     parse_validation(data_args.validation).check_metric(args.metric_for_best_model)  # before the folder is locked
+    check_max_seq_length(model_args, data_args, sources)
     loss = loss_args.build("simcse")
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": args}
     with start_run(groups) as state:  # the output folder locked for this run, the resume checked
         return train(groups, loss, state, callbacks)
+
+
+def check_max_seq_length(model_args: ModelArguments, data_args: DataArguments, sources: SettingSources) -> None:
+    """``max_seq_length`` within the model's position table, read from its config alone (after
+    ``config_overrides``), before the output folder is locked and any text is tokenised to that length."""
+    limit = model_position_limit(check_model_source(model_args.model_name_or_path), model_args.overrides())
+    where = sources.describe("max_seq_length", data_args.max_seq_length)
+    check_length_fits(where, data_args.max_seq_length, model_args.model_name_or_path, limit)
 
 
 def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallback]) -> dict:

@@ -57,21 +57,34 @@ class ReadOptions:
         return self.text_columns is not None or self.allow_missing_negatives
 
 
-def check_text_columns(columns: Sequence[str]) -> list[str]:
+def check_text_columns(columns: Sequence[str] | str) -> list[str]:
     """``text_columns`` as a list once it names at least one column, each once, none blank.
+
+    A name holding commas is the comma-joined list (``--text_columns sent0,sent1`` or ``text_columns:
+    sent0,sent1`` is ``[sent0, sent1]``, each name stripped of surrounding spaces), as a user writes a list on one
+    line; a column whose own name holds a comma cannot be named.
 
     Raises:
         ValueError: names the setting and what is wrong.
     """
-    columns = [columns] if isinstance(columns, str) else list(columns)
+    given = [columns] if isinstance(columns, str) else list(columns)
+    columns = [name for c in given for name in _split_names(c)]
     if not columns:
         raise ValueError("text_columns names no column; expected e.g. [sent0, sent1, hard_neg], or leave it unset")
     if not all(isinstance(c, str) and c.strip() for c in columns):
-        raise ValueError(f"text_columns: every column name must be a non-empty string; got {columns!r}")
+        raise ValueError(
+            f"text_columns: every column name must be a non-empty string; got {given!r}; expected names such as "
+            "sent0,sent1,hard_neg"
+        )
     twice = sorted({c for c in columns if columns.count(c) > 1})
     if twice:
         raise ValueError(f"text_columns names {', '.join(map(repr, twice))} more than once; got {columns!r}")
     return columns
+
+
+def _split_names(name: object) -> list:
+    """A comma-joined name as its names (stripped); anything else as itself (checked by the caller)."""
+    return [part.strip() for part in name.split(",")] if isinstance(name, str) and "," in name else [name]
 
 
 def choose_columns(

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 from datasets import Dataset
 from transformers import TrainingArguments
 
+from simcse_weince.losses.duplicates import ABSENT_KEY
 from simcse_weince.paths import resolve_data_path
 from simcse_weince.text.arguments import DataArguments
-from simcse_weince.text.data import single_row_tail
+from simcse_weince.text.data import single_row_tail, token_column_names
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources import ReadOptions, open_sources
-from simcse_weince.text.token_cache import count_negatives, format_bytes, prepare_rows
+from simcse_weince.text.token_cache import count_negatives, format_bytes, num_text_columns, prepare_rows
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,27 @@ def load_training_sentences(data: DataArguments, tokenizer, stats: TextStats, bu
             f"no row of {', '.join(stats.files)} has a hard negative ({', '.join(stats.text_columns[2:])} empty or "
             "missing in every row); expected some triplets with allow_missing_negatives, or pairs without it"
         )
+    stats.repeated_negative_rows = count_repeated_negatives(rows)
     return rows
+
+
+def count_repeated_negatives(dataset: Dataset) -> int:
+    """How many rows hold a hard negative that is their own anchor or positive (the same tokens: the same
+    duplicate key, as the loss's duplicate mask sees them). Such a negative is masked out of the row's candidates
+    (``mask_duplicates``), so the row trains as a pair. Read in column batches from the memory map; 0 for
+    sentences and pairs."""
+    keys = [token_column_names(j)[1] for j in range(num_text_columns(dataset))]
+    if len(keys) < 3:
+        return 0
+    count = 0
+    for batch in dataset.select_columns(keys).with_format("numpy").iter(batch_size=100_000):
+        anchor, positive = np.asarray(batch[keys[0]]), np.asarray(batch[keys[1]])
+        repeated = np.zeros(len(anchor), dtype=bool)
+        for name in keys[2:]:
+            negative = np.asarray(batch[name])
+            repeated |= (negative != ABSENT_KEY) & ((negative == anchor) | (negative == positive))
+        count += int(np.count_nonzero(repeated))
+    return count
 
 
 def log_corpus(dataset: Dataset, stats: TextStats, max_length: int) -> None:
@@ -72,6 +94,13 @@ def log_corpus(dataset: Dataset, stats: TextStats, max_length: int) -> None:
     )
     if stats.rows_by_negatives:
         logger.info("training rows by hard negatives held: %s", describe_rows(stats))
+    if stats.repeated_negative_rows:
+        logger.warning(
+            "%d row(s) hold a hard negative identical to their anchor or positive: the duplicate mask (mask_duplicates)"
+            " takes it out of their candidates, so they train as pairs (without the mask, as a negative equal to the "
+            "positive)",
+            stats.repeated_negative_rows,
+        )
     if stats.unknown_sentences_skipped:
         logger.warning(
             "skipped %d sentence(s) with no token known to the tokenizer (only [UNK], e.g. emoji, or nothing once "
@@ -101,7 +130,9 @@ def describe_rows(stats: TextStats, rows: int | None = None) -> str:
             kinds.append(f"{n:,} triplets (anchor, positive, hard negative)")
         else:
             kinds.append(f"{n:,} rows with {held} hard negative(s)")
-    return f"{total:,} rows: " + " and ".join(kinds)
+    repeated = stats.repeated_negative_rows
+    same = f" ({repeated:,} with a hard negative identical to their anchor or positive)" if repeated else ""
+    return f"{total:,} rows: " + " and ".join(kinds) + same
 
 
 def drop_lone_tail(dataset: Dataset, stats: TextStats, batch_size: int, processes: int, gathered: bool) -> Dataset:
@@ -115,6 +146,7 @@ def drop_lone_tail(dataset: Dataset, stats: TextStats, batch_size: int, processe
     dataset = dataset.select(range(len(dataset) - drop))
     if stats.rows_by_negatives:
         stats.rows_by_negatives = count_negatives(dataset)
+    stats.repeated_negative_rows = count_repeated_negatives(dataset)
     return dataset
 
 

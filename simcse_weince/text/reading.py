@@ -33,6 +33,9 @@ class TextStats:
     unterminated_lines_dropped: int = 0
     truncated: int = 0
     rows_by_negatives: list[int] = field(default_factory=list)  # rows holding 0, 1, ..., k hard negatives (k >= 1)
+    # rows with a hard negative of the same tokens as their anchor or positive: the duplicate mask takes it out
+    # of the row's candidates (mask_duplicates), so a triplet of rows_by_negatives trains as a pair
+    repeated_negative_rows: int = 0
     tail_sentences_dropped: int = 0  # the last batch would have scored a sentence alone (see single_row_tail)
     cache_dir: str = ""  # the tokenised-text cache the rows come from (see simcse_weince.text.token_cache)
     cache_reused: bool = False  # True: the cache was built earlier and only memory-mapped this time

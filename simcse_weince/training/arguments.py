@@ -21,6 +21,7 @@ from simcse_weince.losses.base import check_hard_negative_weight
 from simcse_weince.losses.config import BetaMode as BetaMode  # re-exported: the CLIs' choices of beta_mode
 from simcse_weince.losses.config import WeinceConfig
 from simcse_weince.losses.layout import Layout
+from simcse_weince.training.hub import check_repo_id, repo_name
 
 LossName = Literal["weince", "infonce"]
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
@@ -161,7 +162,9 @@ class ContrastiveTrainingArguments(TrainingArguments):
         check_at_least("per_device_train_batch_size", self.per_device_train_batch_size, 1)
         check_at_least("per_device_eval_batch_size", self.per_device_eval_batch_size, 1)
         check_at_least("gradient_accumulation_steps", self.gradient_accumulation_steps, 1)
+        self._check_optimizer()
         self._check_schedule()
+        self._check_hub_id()
         self._check_output_dir()
         self._check_gradient_cache()
         if not (self.fp16 or self.bf16):
@@ -182,6 +185,28 @@ class ContrastiveTrainingArguments(TrainingArguments):
                 f"a contrastive batch needs at least 2 rows: per_device_train_batch_size "
                 f"{self.per_device_train_batch_size} × {processes} process(es)"
             )
+
+    def _check_optimizer(self) -> None:
+        """The optimizer's numbers in their ranges (the Trainer would take a negative learning rate, or a negative
+        max_grad_norm as "no clipping", silently; torch's AdamW refuses bad betas only once the model is loaded)."""
+        for name in ("learning_rate", "weight_decay", "adam_epsilon", "max_grad_norm"):
+            check_at_least(name, getattr(self, name), 0.0)
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in [0, 1); got {getattr(self, name)!r}")
+
+    def _check_hub_id(self) -> None:
+        """The Hub repository's id in the form the Hub accepts, before the Hub is asked for a token: the
+        ``hub_model_id``, or the output folder's name that stands for it when pushing (or resuming from the Hub)."""
+        if self.hub_model_id is not None:
+            check_repo_id(self.hub_model_id)
+        elif self.push_to_hub or str(self.resume_from_checkpoint).lower() == "hub":
+            try:
+                check_repo_id(repo_name(None, str(self.output_dir)), "the output folder's name")
+            except ValueError as err:
+                raise ValueError(
+                    f"{err} (without hub_model_id the Hub repository is named after output_dir); set hub_model_id"
+                ) from err
 
     def _check_schedule(self) -> None:
         """A schedule that trains nothing is an error (the Trainer would run 1 step for ``max_steps 0``, and

@@ -1,11 +1,12 @@
 """Run configuration: dataclass argument groups, a YAML file first and command-line overrides second.
 
 ``parse_config(["configs/x.yaml", "--learning_rate", "1e-5"])`` reads the YAML (keys = dataclass field
-names; an unknown key is an error naming the file and key), uses its values as defaults, then applies the
-command-line arguments (unknown flags are errors). A YAML file may start from another one: ``base: other.yaml``
-(relative to the file's folder) reads that file first and overrides its keys, so that two recipes that differ in
-a few keys share the rest. Every error is one :class:`ConfigError` line naming its
-true source: ``<file>:<line>:<column>`` for YAML syntax, ``<file>: ...`` for a value from the file,
+names; an unknown key is an error naming the file and key, a key given twice one naming both lines), uses its
+values as defaults, then applies the command-line arguments (unknown flags are errors; a negative number such as
+``-1e-5`` is a flag's value). Every float setting must be finite (:func:`check_finite`). A YAML file may start
+from another one: ``base: other.yaml`` (relative to the file's folder) reads that file first and overrides its
+keys, so that two recipes that differ in a few keys share the rest. Every error is one :class:`ConfigError` line
+naming its true source: ``<file>:<line>:<column>`` for YAML syntax, ``<file>: ...`` for a value from the file,
 ``command line: --flag value: ...`` for one from the command line. :func:`save_run_info` writes the resolved
 configuration, library versions and the git revision next to the outputs.
 """
@@ -16,6 +17,7 @@ import copy
 import dataclasses
 import difflib
 import json
+import math
 import platform
 import re
 import shlex
@@ -66,6 +68,33 @@ def _yaml_error(path: Path, err: yaml.YAMLError, text: str) -> str:
 BASE_KEY = "base"  # a YAML file's key naming the file it starts from
 
 
+class _DuplicateKey(yaml.YAMLError):
+    """A key given twice in one mapping of a YAML file (lines counted from 1)."""
+
+    def __init__(self, key: object, first: int, again: int) -> None:
+        super().__init__(f"{key} is given twice (lines {first} and {again})")
+        self.key, self.first, self.again = key, first, again
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a mapping which gives a key twice is an error (PyYAML keeps the last
+    value silently). Keys brought in by a merge (``<<: *anchor``) may be overridden: that is what merging is."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _DuplicateKey(key, seen[key], line)
+                seen[key] = line
+            except TypeError:  # an unhashable key: the base constructor says so, with its mark
+                break
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml_chain(
     path: str | Path, types: Sequence[type], _seen: tuple[Path, ...] = ()
 ) -> tuple[dict[str, Any], dict[str, Path]]:
@@ -105,7 +134,9 @@ def _read_yaml_mapping(path: Path, types: Sequence[type]) -> dict[str, Any]:
         line = raw[: err.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[err.start]:02x}); expected UTF-8 text") from err
     try:
-        cfg = yaml.safe_load(text) or {}
+        cfg = yaml.load(text, Loader=_UniqueKeyLoader) or {}
+    except _DuplicateKey as err:
+        raise ConfigError(f"{path}:{err.again}: {err}; expected each key once") from err
     except yaml.YAMLError as err:
         raise ConfigError(_yaml_error(path, err, text)) from err
     if not isinstance(cfg, dict):
@@ -118,6 +149,9 @@ def _read_yaml_mapping(path: Path, types: Sequence[type]) -> dict[str, Any]:
     return cfg
 
 
+NEGATIVE_NUMBER = re.compile(r"^-(?:(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|inf(?:inity)?|nan)$", re.IGNORECASE)
+
+
 class _ConfigParser(HfArgumentParser):
     """``HfArgumentParser`` whose errors are :class:`ConfigError` naming where the value came from (the YAML file
     and key, or the command line and flag) instead of argparse's usage text and exit."""
@@ -125,6 +159,9 @@ class _ConfigParser(HfArgumentParser):
     def __init__(self, types: Sequence[type], yaml_path: Path | None, yaml_keys: dict[str, Path]) -> None:
         # no abbreviations: '--learning_rat' must be an error, not a silent '--learning_rate'
         super().__init__(list(types), allow_abbrev=False)
+        # argparse takes '-1' and '-1.5' as values but '-1e-5' as an unknown option ("expected one argument"):
+        # every negative number a float() reads, exponent or not (and -inf, -nan, which the checks then refuse)
+        self._negative_number_matcher = NEGATIVE_NUMBER
         self.yaml_path, self.yaml_keys = yaml_path, yaml_keys
         self.flags: dict[str, list[str]] = {}  # dest -> the flag and its values as written on the command line
 
@@ -216,15 +253,53 @@ def _source(parser: _ConfigParser, dtype: type, values: dict[str, Any], message:
     return str(files.pop()) if len(files) == 1 else str(parser.yaml_path)
 
 
+def check_finite(parser: _ConfigParser, values: dict[str, Any]) -> None:
+    """Every float setting is a finite number: ``nan`` or ``inf`` (from the YAML file or the command line) is
+    refused for all of them, whatever their other checks (a ``nan`` passes ``value > 0`` tests as false, an
+    ``inf`` passes them as true). No float setting of these commands means "unlimited" by infinity.
+
+    Raises:
+        ConfigError: ``<source>: <name> must be a finite number, got nan``, naming the flag or the file.
+    """
+    for name, value in values.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            where = f"{COMMAND_LINE}: {parser.shown(name)}" if name in parser.flags else parser.yaml_keys.get(name)
+            raise ConfigError(f"{where}: {name} must be a finite number, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingSources:
+    """Where each setting's value came from, for the checks that need more than the configuration (e.g. the
+    model's length limit): the command line, a YAML file of the chain, or the defaults."""
+
+    flags: dict[str, str]  # setting -> its flag and value as written, e.g. '--max_seq_length 100000'
+    files: dict[str, Path]  # setting -> the YAML file its value comes from (when no flag sets it)
+
+    def describe(self, name: str, value: Any) -> str:
+        """``command line: --max_seq_length 100000``, ``cfg.yaml: max_seq_length 100000`` or
+        ``max_seq_length 32 (the default)``: the start of an error about that value."""
+        if name in self.flags:
+            return f"{COMMAND_LINE}: {self.flags[name]}"
+        if name in self.files:
+            return f"{self.files[name]}: {name} {value}"
+        return f"{name} {value} (the default)"
+
+
 def parse_config(types: Sequence[type], argv: Sequence[str]) -> tuple[Any, ...]:
     """Dataclass instances from an optional leading YAML path plus command-line overrides.
 
     Raises:
-        ConfigError: unreadable YAML (``file:line:column``), an unknown key or flag, a value argparse cannot
-            convert or the dataclasses reject (their ``__post_init__`` checks). The message names its source:
+        ConfigError: unreadable YAML (``file:line:column``), a key given twice in one file, an unknown key or
+            flag, a value argparse cannot convert, a float that is not finite (:func:`check_finite`) or a value
+            the dataclasses reject (their ``__post_init__`` checks). The message names its source:
             ``<file>: ...`` (and the key) for a value from the YAML file, ``command line: --flag value: ...``
             for one from the command line. argparse's own errors end the same way (no usage text, no exit).
     """
+    return parse_config_and_sources(types, argv)[0]
+
+
+def parse_config_and_sources(types: Sequence[type], argv: Sequence[str]) -> tuple[tuple[Any, ...], SettingSources]:
+    """:func:`parse_config`, and where each setting's value came from (:class:`SettingSources`)."""
     argv = list(argv)
     yaml_path, cfg, sources = None, {}, {}
     if argv and argv[0].endswith((".yaml", ".yml")):
@@ -239,11 +314,14 @@ def parse_config(types: Sequence[type], argv: Sequence[str]) -> tuple[Any, ...]:
     outputs = []
     for dtype in types:
         values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(dtype) if f.init}
+        check_finite(parser, values)
         try:
             outputs.append(dtype(**values))
         except (ValueError, TypeError) as err:
             raise ConfigError(f"{_source(parser, dtype, values, str(err))}: {err}") from err
-    return tuple(outputs)
+    shown = {dest: parser.shown(dest) for dest in parser.flags}
+    files = {k: v for k, v in sources.items() if k not in parser.flags}
+    return tuple(outputs), SettingSources(shown, files)
 
 
 def library_versions() -> dict[str, str]:

@@ -32,6 +32,27 @@ def repo_name(hub_model_id: str | None, output_dir: str) -> str:
     return hub_model_id or Path(output_dir).absolute().name
 
 
+REPO_ID_FORM = (
+    "name or namespace/name: letters, digits, '-', '_' and '.', no '--' or '..', not starting or ending with '-' "
+    "or '.', at most 96 characters"
+)
+
+
+def check_repo_id(repo_id: str, setting: str = "hub_model_id") -> None:
+    """Whether ``repo_id`` has the form of a Hub repository id (``huggingface_hub``'s own check), said before any
+    token or network check would report a bad id as something else.
+
+    Raises:
+        ValueError: names ``setting``, the id and the expected form.
+    """
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        raise ValueError(f"{setting} {repo_id!r} is not a Hub repository id; expected {REPO_ID_FORM}") from err
+
+
 def resolve_token(token: str | None) -> str | None:
     """The explicit token, else the one ``huggingface_hub`` finds (``HF_TOKEN``, ``hf auth login``)."""
     from huggingface_hub import get_token

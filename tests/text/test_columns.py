@@ -311,6 +311,13 @@ def test_data_arguments_columns(tmp_path: Path) -> None:
     for bad, message in [([], "names no column"), (["a", "a"], "'a' more than once"), (["a", ""], "non-empty")]:
         with pytest.raises(ValueError, match=message):
             DataArguments(train_files=["a.csv"], text_columns=bad)
+    # a comma-joined name is the list, as a user writes it on one line (--text_columns sent0,sent1)
+    assert DataArguments(train_files="a.csv", text_columns=["sent0,sent1"]).text_columns == ["sent0", "sent1"]
+    assert DataArguments(train_files="a.csv", text_columns="a, b,c").text_columns == ["a", "b", "c"]
+    assert DataArguments(train_files="a.csv", text_columns=["a,b", "c"]).text_columns == ["a", "b", "c"]
+    for bad, message in [("a,", "non-empty"), (["a,,b"], "non-empty"), ("a,b,a", "'a' more than once")]:
+        with pytest.raises(ValueError, match=message):
+            DataArguments(train_files=["a.csv"], text_columns=bad)
     with pytest.raises(ValueError, match=r"c\.txt is read as lines, one sentence each, without columns, but "):
         DataArguments(train_files=["a.csv", "c.txt"], text_columns=["sent0", "sent1"])
     with pytest.raises(ValueError, match=r"a\.csv\.gz is a compressed CSV file: decompress it first"):

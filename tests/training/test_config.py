@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 import yaml
@@ -290,3 +292,80 @@ def test_git_revision_is_the_commit_plus_dirty_or_unknown(tmp_path: Path, monkey
     git("commit", "-q", "-am", "second")
     assert git_revision(repo) == git("rev-parse", "HEAD") != sha
     assert git_revision(outside) == "unknown"
+
+
+def _float_settings() -> list[tuple[str, tuple[type, ...], str]]:
+    """(command, its argument groups, setting) for every setting typed ``float`` (or ``float | None``) of the text
+    and vision commands: the loss, model, data and training groups, the Trainer's own floats included."""
+    from simcse_weince.cli.train_vision import ARG_GROUPS as VISION
+
+    out = []
+    for command, groups in (("text", GROUPS), ("vision", VISION)):
+        for group in groups:
+            hints = get_type_hints(group)
+            out += [
+                (command, groups, f.name) for f in dataclasses.fields(group) if f.init and "float" in str(hints[f.name])
+            ]
+    return out
+
+
+FLOAT_SETTINGS = _float_settings()
+
+
+def test_every_float_setting_is_found() -> None:
+    names = {name for _, _, name in FLOAT_SETTINGS}
+    assert {"temperature", "hard_negative_weight", "learning_rate", "crop_min_scale", "max_grad_norm"} <= names
+
+
+@pytest.mark.parametrize(("command", "groups", "name"), FLOAT_SETTINGS, ids=lambda x: x if isinstance(x, str) else "")
+def test_every_float_setting_refuses_nan_and_inf(command: str, groups: tuple, name: str, tmp_path: Path) -> None:
+    """No float setting means infinity: nan and ±inf are refused from the command line and the YAML file alike,
+    naming the source, before the dataclasses' own checks (where nan fails comparisons and inf passes them)."""
+    out = ["--output_dir", str(tmp_path / "out")]
+    assert _error_of(groups, [*out, f"--{name}", "nan"]) == (
+        f"command line: --{name} nan: {name} must be a finite number, got nan"
+    )
+    assert _error_of(groups, [*out, f"--{name}", "-inf"]).startswith(f"command line: --{name} -inf: {name} must be a")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"{name}: .inf\n", encoding="utf-8")
+    assert _error_of(groups, [str(cfg), *out]) == f"{cfg}: {name} must be a finite number, got inf"
+
+
+def _error_of(groups: tuple, argv: list[str]) -> str:
+    with pytest.raises(ConfigError) as err:
+        parse_config(groups, argv)
+    return str(err.value)
+
+
+def test_a_key_given_twice_is_an_error_naming_both_lines(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("learning_rate: 1.0e-4\n\nmax_steps: 2\nseed: 3\n\n\nmax_steps: 120\n", encoding="utf-8")
+    assert _error([str(cfg)]) == f"{cfg}:7: max_steps is given twice (lines 3 and 7); expected each key once"
+    cfg.write_text("{seed: 1, seed: 2}\n", encoding="utf-8")  # one line: a flow mapping
+    assert _error([str(cfg)]) == f"{cfg}:1: seed is given twice (lines 1 and 1); expected each key once"
+    # a key of the file overriding its base file is the base mechanism, not a duplicate
+    (tmp_path / "base.yaml").write_text("max_steps: 2\nseed: 3\n", encoding="utf-8")
+    cfg.write_text("base: base.yaml\nmax_steps: 120\n", encoding="utf-8")
+    _, _, _, t = parse_config(GROUPS, [str(cfg), "--output_dir", str(tmp_path / "out")])
+    assert (t.max_steps, t.seed) == (120, 3)
+
+
+@pytest.mark.parametrize("value", ["-1e-5", "-1E-5", "-.5e-3", "-2.5e+1", "-3"])
+def test_a_negative_number_after_a_flag_is_its_value(value: str, tmp_path: Path) -> None:
+    """argparse reads only -1 and -1.5 as numbers: -1e-5 would be an unknown option, 'expected one argument'."""
+    _, _, loss, _ = parse_config(GROUPS, ["--margin", value, "--output_dir", str(tmp_path)])
+    assert loss.margin == float(value)
+    assert _error(["--learning_rate", value, "--output_dir", str(tmp_path)]) == (
+        f"command line: --learning_rate {value}: learning_rate must be >= 0.0; got {float(value)!r}"
+    )
+
+
+def test_setting_sources_name_where_each_value_came_from(tmp_path: Path) -> None:
+    from simcse_weince.training.config import parse_config_and_sources
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("max_seq_length: 100000\nseed: 3\n", encoding="utf-8")
+    (_, data, _, _), sources = parse_config_and_sources(GROUPS, [str(cfg), "--seed", "4", "--output_dir", "o"])
+    assert sources.describe("max_seq_length", data.max_seq_length) == f"{cfg}: max_seq_length 100000"
+    assert sources.describe("seed", 4) == "command line: --seed 4"  # the flag wins over the file
+    assert sources.describe("q", 0.2) == "q 0.2 (the default)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,25 @@ def test_vision_run_pushes_the_backbone_folder_with_its_card(tmp_path: Path, mon
     assert card.files == ["README.md"] and "knn200" in card.card
     assert "SimCLR-WEINCE (resnet18_slim, cifar10_zip)" in card.card and 'snapshot_download("me/simclr")' in card.card
     assert "hub_url" in results and "hub_error" not in results
+
+
+def test_a_repository_id_is_checked_for_its_form() -> None:
+    """The id's form is said before any token check (which would report a bad id as a missing token)."""
+    from simcse_weince.training.hub import check_repo_id
+
+    for ok in ("x", "me/x", "Org-1/model_v2.1"):
+        check_repo_id(ok)
+    for bad in ("a/b/c", "has space/x", "me/x--y", "me/.x", "", "x" * 97):
+        with pytest.raises(ValueError, match=rf"^hub_model_id {re.escape(repr(bad))} is not a Hub repository id; "
+                                             r"expected name or namespace/name: "):  # fmt: skip
+            check_repo_id(bad)
+
+
+def test_without_hub_model_id_the_output_folder_names_the_repository(tmp_path: Path) -> None:
+    from simcse_weince.text.arguments import SimCSETrainingArguments
+
+    SimCSETrainingArguments(output_dir=str(tmp_path / "run-1"), push_to_hub=True)
+    with pytest.raises(ValueError, match=r"^the output folder's name 'my run' is not a Hub repository id; .*named "
+                                         r"after output_dir\); set hub_model_id$"):  # fmt: skip
+        SimCSETrainingArguments(output_dir=str(tmp_path / "my run"), push_to_hub=True)
+    SimCSETrainingArguments(output_dir=str(tmp_path / "my run"))  # not pushed: any folder name
