@@ -74,6 +74,10 @@ def file_size_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
+def _size(n: int) -> str:
+    return f"{n >> 20} MB" if n >= 1 << 20 else f"{n >> 10} KB" if n >= 1 << 10 else f"{n} bytes"
+
+
 def cause(err: BaseException, path: str | Path) -> str:
     """Why writing ``path`` failed, in plain words (the original message, shortened, when it says nothing known)."""
     number = _errno_of(err)
@@ -84,7 +88,7 @@ def cause(err: BaseException, path: str | Path) -> str:
         full = "full" if number != errno.EDQUOT else "over its quota"
         return f"the disk holding {where} is {full}: {free_mb(path):.0f} MB free"
     if number == errno.EFBIG or (number is None and limit is not None):
-        shown = "a limit" if limit is None else f"{limit >> 20} MB" if limit >= 1 << 20 else f"{limit >> 10} KB"
+        shown = "a limit" if limit is None else _size(limit)
         return f"a file reached the file-size limit of this process (ulimit -f: {shown})"
     if number in _PHRASES:
         return f"{_PHRASES[number]} ({where})"

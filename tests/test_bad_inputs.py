@@ -183,6 +183,10 @@ TRAIN_CASES: dict[str, tuple[Case, str]] = {
         lambda t, fx: _text_args(t, fx, "--resume_from_checkpoint", "last"),
         "no complete checkpoint",
     ),
+    "resume from a path that does not exist": (
+        lambda t, fx: _text_args(t, fx, "--resume_from_checkpoint", str(t / "nowhere" / "checkpoint-4")),
+        "error: command line: --resume_from_checkpoint {tmp}/nowhere/checkpoint-4: no such folder",
+    ),
     "validation in no known form": (
         lambda t, fx: _text_args(t, fx, "--validation", "beir:x"),
         "error: command line: --validation beir:x: validation 'beir:x': expected stsb (STS-B dev), sts:PATH",

@@ -21,6 +21,7 @@ import numpy as np
 from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.families import FAMILIES
 from simcse_weince.evaluation.family import MODES, RunOptions, TaskResult
+from simcse_weince.file_errors import writing
 
 logger = logging.getLogger(__name__)
 
@@ -284,9 +285,12 @@ def write_report(report: EvaluationReport, output_dir: str | Path) -> tuple[Path
     """Save the report as ``eval_<mode>.json`` and ``.md`` in ``output_dir``; each file is replaced in one step, so
     a run stopped or killed while writing leaves the previous version whole."""
     js, md = report_paths(output_dir, report.mode)
-    js.parent.mkdir(parents=True, exist_ok=True)
-    _replace(js, json.dumps(report.to_dict(), indent=2))
-    _replace(md, report.markdown() + "\n")
+    kept = "the previous version of the report, if any, is whole"
+    with writing(js, "the evaluation report", kept=kept):
+        js.parent.mkdir(parents=True, exist_ok=True)
+        _replace(js, json.dumps(report.to_dict(), indent=2))
+    with writing(md, "the evaluation report", kept=kept):
+        _replace(md, report.markdown() + "\n")
     return js, md
 
 

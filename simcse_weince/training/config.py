@@ -30,6 +30,8 @@ from typing import Any, NoReturn
 import yaml
 from transformers import HfArgumentParser
 
+from simcse_weince.file_errors import writing
+
 
 class ConfigError(ValueError):
     """An invalid configuration: the message names the file or flag, the value and what was expected."""
@@ -377,5 +379,6 @@ def save_run_info(output_dir: str | Path, groups: dict[str, Any], extra: dict[st
     if extra:
         info.update(to_plain(extra))
     path = out / "run_config.yaml"
-    path.write_text(yaml.safe_dump(info, sort_keys=False), encoding="utf-8")
+    with writing(path, "the run's configuration", kept="nothing of the run was written yet"):
+        path.write_text(yaml.safe_dump(info, sort_keys=False), encoding="utf-8")
     return path

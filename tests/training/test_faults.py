@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -32,11 +33,12 @@ STEPS = dict(
 
 
 def message(capsys: pytest.CaptureFixture) -> str:
-    """The one message line on stderr (progress bars, redrawn with ``\\r``, are not messages)."""
+    """The one ``error:`` / ``stopped:`` message on stderr, and no traceback (progress bars, redrawn with ``\\r``,
+    may share its line: the message starts where the bar ends)."""
     err = capsys.readouterr().err
-    lines = [line for line in err.split("\n") if line and "\r" not in line]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+    found = [m.group(0) for m in re.finditer(r"(?:error|stopped): [^\n]*", err)]
+    assert len(found) == 1 and "Traceback" not in err, err
+    return found[0]
 
 
 def checkpoints(out: Path) -> list[str]:
@@ -269,3 +271,19 @@ def test_a_training_file_edited_in_place_is_refused_on_resume(
     assert main(argv) == 2
     line = message(capsys)
     assert "belongs to a run with other settings (train_files:" in line and wiki_sample.name in line
+
+
+def test_a_file_size_limit_while_writing_the_evaluation_report_names_it(
+    finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The evaluation's report under a 512-byte file-size limit: one error naming the file, before any task runs."""
+    out = tmp_path / "ev"
+    saved = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (512, saved[1]))
+    try:
+        code = evaluate_main(["--model", str(finished / "model"), "--tasks", "STSBenchmark", "--output_dir", str(out)])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, saved)
+    line = message(capsys)
+    assert code == 2 and line.startswith(f"error: could not write the evaluation report {out / 'eval_test.json'}: ")
+    assert "the file-size limit of this process (ulimit -f: 512 bytes)" in line
