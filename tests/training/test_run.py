@@ -51,3 +51,20 @@ def test_lambda_curve() -> None:
         {"step": 3, "lambda_mean": 0.5},
     ]
     assert lambda_curve(history) == [(1, 0.25), (3, 0.5)]
+
+
+def test_a_checkpoint_whose_digests_were_not_written_is_incomplete(tmp_path: Path) -> None:
+    """The save's last write is the record's digests: a checkpoint cut short after its trainer state (record written
+    with ``files: null``) is skipped by ``last``; one saved by an earlier version (no ``files`` key) still counts."""
+    from simcse_weince.training.run_record import save_record
+
+    old = _checkpoint(tmp_path / "checkpoint-2", "model.safetensors", "trainer_state.json")
+    save_record(old, {"seed": 1})
+    (old / "run_record.json").write_text('{"seed": 1}')  # an earlier version's record: no digests at all
+    done = _checkpoint(tmp_path / "checkpoint-4", "model.safetensors", "trainer_state.json")
+    save_record(done, {"seed": 1}, with_digests=True)
+    cut = _checkpoint(tmp_path / "checkpoint-6", "model.safetensors", "trainer_state.json")
+    save_record(cut, {"seed": 1})  # the digests never came
+    assert latest_complete_checkpoint(tmp_path, clean=False) == done
+    (done / "trainer_state.json").unlink()
+    assert latest_complete_checkpoint(tmp_path, clean=False) == old
