@@ -1,8 +1,53 @@
-"""The one exception a stopped run ends with (shared by the libraries and the command layer)."""
+"""How runs stop: the exception a stopped run ends with, and ``SIGTERM`` turned into an exception like Ctrl-C's
+(shared by the libraries and the command layer; no heavy import)."""
 
 from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 class Stopped(Exception):
     """A run stopped by a signal (Ctrl-C, ``SIGTERM``) after keeping what it could; the message says what was kept
     and how to go on. The commands end with it in one ``stopped:`` line and exit code 130."""
+
+
+class Terminated(KeyboardInterrupt):
+    """``SIGTERM`` outside the training loop: raised where the main thread is, like Ctrl-C's ``KeyboardInterrupt``."""
+
+
+class TerminationHandler:
+    """The run's ``SIGTERM`` handler: raises :class:`Terminated`, or, while :attr:`deferred` (the training loop),
+    only records the signal in :attr:`received` for :class:`SaveAndStopOnSigterm`.
+
+    Use as a context manager (installed on entry, the previous handler restored on exit); off the main thread
+    (where Python cannot install handlers) it does nothing.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.deferred = False
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> TerminationHandler:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._installed = False
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received = signum
+        if self.deferred:
+            logger.warning("SIGTERM received: saving a checkpoint at the end of this step, then stopping")
+            return
+        raise Terminated("SIGTERM")

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from simcse_weince.stopping import Stopped
+from simcse_weince.stopping import Stopped, Terminated, TerminationHandler
 
 __all__ = ["EXIT_STOPPED", "EXIT_USAGE", "Stopped", "one_line", "run_command"]
 
@@ -53,7 +53,13 @@ def one_line(err: BaseException) -> str:
 
 
 def run_command(run: Callable[[Sequence[str]], Any], argv: Sequence[str]) -> tuple[Any, int]:
-    """``(run(argv), 0)``, or ``(None, code)`` after printing one ``error:`` / ``stopped:`` line."""
+    """``(run(argv), 0)``, or ``(None, code)`` after printing one ``error:`` / ``stopped:`` line. ``SIGTERM`` is
+    handled as Ctrl-C is (:class:`~simcse_weince.stopping.TerminationHandler`): the command keeps what it can."""
+    with TerminationHandler():
+        return _run(run, argv)
+
+
+def _run(run: Callable[[Sequence[str]], Any], argv: Sequence[str]) -> tuple[Any, int]:
     try:
         return run(argv), 0
     except (ValueError, OSError) as err:
@@ -64,8 +70,8 @@ def run_command(run: Callable[[Sequence[str]], Any], argv: Sequence[str]) -> tup
     except Stopped as err:
         print(f"stopped: {one_line(err)}", file=sys.stderr)
         return None, EXIT_STOPPED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         if os.environ.get(DEBUG_ENV):
             raise
-        print("stopped: interrupted (Ctrl-C)", file=sys.stderr)
+        print(f"stopped: {'SIGTERM' if isinstance(err, Terminated) else 'interrupted (Ctrl-C)'}", file=sys.stderr)
         return None, EXIT_STOPPED

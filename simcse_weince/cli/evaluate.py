@@ -27,6 +27,7 @@ from simcse_weince.evaluation.senteval_classifier import ENGINES
 from simcse_weince.evaluation.transfer import CLASSIFIERS, classifier_device
 from simcse_weince.model_sources import check_model_source, looks_like_path, resolve_model_path
 from simcse_weince.paths import resolve_data_path, senteval_root
+from simcse_weince.stopping import Terminated
 from simcse_weince.text.arguments import MIN_SEQ_LENGTH
 from simcse_weince.text.checkpoint import checkpoint_folder
 from simcse_weince.text.encoder import load_text_encoder
@@ -195,14 +196,14 @@ def check_replaceable(js: Path, model_id: str, overwrite: bool) -> None:
         raise ValueError(f"{js} is the report of another model ({old_id}), not {model_id}; {hint}")
 
 
-def stopped_message(report: EvaluationReport | None, js: Path, md: Path) -> str:
+def stopped_message(report: EvaluationReport | None, js: Path, md: Path, why: str = "interrupted (Ctrl-C)") -> str:
     """The ``stopped:`` line of an interrupted evaluation: where its partial report is and what it lacks."""
     if report is None:
-        return "interrupted (Ctrl-C) before the report was written"
+        return f"{why} before the report was written"
     missing = report.missing_tasks()
     done = len(report.planned) - len(missing)
     return (
-        f"interrupted (Ctrl-C) during {missing[0] if missing else 'the last save'}: partial report in {js} and "
+        f"{why} during {missing[0] if missing else 'the last save'}: partial report in {js} and "
         f"{md.name} ({done} of {len(report.planned)} tasks done; missing {', '.join(missing) or 'none'})"
     )
 
@@ -250,7 +251,8 @@ def run(argv: Sequence[str]) -> dict:
             search=args.search,
         )
     except KeyboardInterrupt as err:
-        raise Stopped(stopped_message(saved[0] if saved else None, *report_paths(out, tasks.mode))) from err
+        why = "SIGTERM" if isinstance(err, Terminated) else "interrupted (Ctrl-C)"
+        raise Stopped(stopped_message(saved[0] if saved else None, *report_paths(out, tasks.mode), why)) from err
     js, md = write_report(report, out)
     print()
     print(report.markdown())

@@ -1,7 +1,8 @@
 """Clean stops: ``SIGTERM`` (what job schedulers send before preemption) never costs more than the steps since it.
 
-For the whole run (:func:`~simcse_weince.training.run.start_run` installs :class:`TerminationHandler` on the main
-thread) a ``SIGTERM`` is one of two things:
+For the whole run (:func:`~simcse_weince.training.run.start_run` installs
+:class:`~simcse_weince.stopping.TerminationHandler` on the main thread; every command does too, in
+:func:`~simcse_weince.cli.errors.run_command`) a ``SIGTERM`` is one of two things:
 
 * while the training loop runs (:class:`SaveAndStopOnSigterm` defers it from ``on_train_begin`` to
   ``on_train_end``): a flag; the next step's end saves a checkpoint and stops the loop. That checkpoint is kept
@@ -18,52 +19,17 @@ thread) a ``SIGTERM`` is one of two things:
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 
+from simcse_weince.stopping import Terminated, TerminationHandler
+
+__all__ = ["SaveAndStopOnSigterm", "Terminated", "TerminationHandler"]
+
 logger = logging.getLogger(__name__)
-
-
-class Terminated(KeyboardInterrupt):
-    """``SIGTERM`` outside the training loop: raised where the main thread is, like Ctrl-C's ``KeyboardInterrupt``."""
-
-
-class TerminationHandler:
-    """The run's ``SIGTERM`` handler: raises :class:`Terminated`, or, while :attr:`deferred` (the training loop),
-    only records the signal in :attr:`received` for :class:`SaveAndStopOnSigterm`.
-
-    Use as a context manager (installed on entry, the previous handler restored on exit); off the main thread
-    (where Python cannot install handlers) it does nothing.
-    """
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.deferred = False
-        self._previous: Any = None
-        self._installed = False
-
-    def __enter__(self) -> TerminationHandler:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-            self._installed = True
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._installed:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._installed = False
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.received = signum
-        if self.deferred:
-            logger.warning("SIGTERM received: saving a checkpoint at the end of this step, then stopping")
-            return
-        raise Terminated("SIGTERM")
 
 
 class SaveAndStopOnSigterm(TrainerCallback):

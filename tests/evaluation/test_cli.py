@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -106,9 +109,16 @@ def test_cli_reports_of_two_models_named_model_do_not_collide(
     assert json.loads(reports["runA"].read_text())["model"] == "runB/model"
 
 
+@pytest.mark.parametrize("stop", ["interrupted (Ctrl-C)", "SIGTERM"])
 def test_cli_interrupted_evaluation_ends_in_one_line_and_leaves_a_partial_report(
-    tiny_bert_weights_dir: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch
+    stop: str,
+    tiny_bert_weights_dir: Path,
+    shared_data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    monkeypatch,
 ) -> None:
+    """Ctrl-C, or SIGTERM (a scheduler's stop: handled as Ctrl-C is), in the second task."""
     import simcse_weince.evaluation.families.sts as sts_family
     import simcse_weince.evaluation.transfer as transfer
 
@@ -122,6 +132,9 @@ def test_cli_interrupted_evaluation_ends_in_one_line_and_leaves_a_partial_report
         return real_sts(*args, **kwargs)
 
     def ctrl_c(*args, **kwargs):
+        if stop == "SIGTERM":
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this ends
         raise KeyboardInterrupt  # Ctrl-C in the transfer phase, after the first task
 
     monkeypatch.setattr(sts_family, "evaluate_sts", sts_seeing_the_saved_report)
@@ -136,7 +149,7 @@ def test_cli_interrupted_evaluation_ends_in_one_line_and_leaves_a_partial_report
     lines = [line for line in err.split("\n") if line and "\r" not in line]  # not transformers' "Loading weights" bar
     assert len(lines) == 1 and "Traceback" not in err, err  # one line, no traceback
     err = lines[0]
-    assert err.startswith(f"stopped: interrupted (Ctrl-C) during TREC: partial report in {js} and eval_fast.md")
+    assert err.startswith(f"stopped: {stop} during TREC: partial report in {js} and eval_fast.md")
     assert "(1 of 3 tasks done; missing TREC, MPQA)" in err
     assert on_disk_before_first_task[0] is not None and on_disk_before_first_task[0]["complete"] is False
     assert on_disk_before_first_task[0]["missing_tasks"] == ["SICKRelatedness", "TREC", "MPQA"]
