@@ -4,9 +4,9 @@ The libraries save through torch (``inline_container.cc``: ``unexpected pos``, `
 (``IoError(Os { code: 28 ... })``), ``datasets``/Arrow and plain ``open``; each reports a full disk or a file-size
 limit its own way, often without the file's name. :func:`writing` wraps a save and turns any of these into one
 :class:`FileFault` (an ``OSError``: the commands print it as one ``error:`` line) naming the file and the cause
-(``the disk holding /x is full: 3 MB free``, ``the file-size limit of this process (ulimit -f) is 10 MB``,
-``permission denied``), plus what was kept; :func:`reading` does the same for a file that cannot be read back
-(truncated, not parseable).
+(``the disk holding /x is full: 3 MB free of 400 MB after the failed write``, ``a file reached the file-size limit
+of this process (ulimit -f: 10 MB)``, ``permission denied``), plus what was kept; :func:`reading` does the same
+for a file that cannot be read back (truncated, not parseable).
 """
 
 from __future__ import annotations
@@ -85,8 +85,10 @@ def cause(err: BaseException, path: str | Path) -> str:
     where = where if where.is_dir() else where.parent
     limit = file_size_limit()
     if number in (errno.ENOSPC, errno.EDQUOT) or (number is None and free_mb(path) * 2**20 < LOW_SPACE):
-        full = "full" if number != errno.EDQUOT else "over its quota"
-        return f"the disk holding {where} is {full}: {free_mb(path):.0f} MB free"
+        if number == errno.EDQUOT:
+            return f"the disk quota for {where} is exceeded ({free_mb(path):.0f} MB free on its disk)"
+        total = shutil.disk_usage(where).total / 2**20
+        return f"the disk holding {where} is full: {free_mb(path):.0f} MB free of {total:.0f} MB after the failed write"
     if number == errno.EFBIG or (number is None and limit is not None):
         shown = "a limit" if limit is None else _size(limit)
         return f"a file reached the file-size limit of this process (ulimit -f: {shown})"
