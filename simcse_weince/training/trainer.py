@@ -22,6 +22,7 @@ The training loop, checkpointing, resuming, mixed precision and multi-process tr
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
@@ -34,7 +35,7 @@ from torch.utils.data import DataLoader
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, EvalLoopOutput
 
-from simcse_weince.file_errors import reading, writing
+from simcse_weince.file_errors import FileFault, reading, writing
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
@@ -237,13 +238,19 @@ class ContrastiveTrainer(Trainer):
         """The Trainer's checkpoint save, then the record again with the digest of every file it wrote (the
         checkpoint's last write: a checkpoint without them did not finish saving). A failure to write (a full
         disk, a file-size limit) ends in one :class:`~simcse_weince.file_errors.FileFault` naming the folder
-        and what was kept: the previous checkpoints are untouched (the Trainer rotates them only after a save)."""
+        and what was kept: the half-written folder is removed, the previous checkpoints are untouched (the Trainer
+        rotates them only after a save)."""
         folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        with writing(folder, "the checkpoint", kept=self.kept_after_failed_save(folder)):
-            super()._save_checkpoint(model, trial)
-            record = self.run_state.record if self.run_state is not None else None
-            if record is not None and self.args.should_save:
-                save_record(folder, record, with_digests=True)
+        try:
+            with writing(folder, "the checkpoint", kept=self.kept_after_failed_save(folder)):
+                super()._save_checkpoint(model, trial)
+                record = self.run_state.record if self.run_state is not None else None
+                if record is not None and self.args.should_save:
+                    save_record(folder, record, with_digests=True)
+        except FileFault:
+            if self.args.should_save:  # the half-written folder goes, and the space it took with it
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         with reading(resume_from_checkpoint, "the checkpoint's weights in", DAMAGED_CHECKPOINT):
