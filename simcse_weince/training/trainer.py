@@ -269,9 +269,9 @@ class ContrastiveTrainer(Trainer):
 
         older = [c for c in complete_checkpoints(folder.parent) if c.name != folder.name]
         if not older:
-            return "no earlier checkpoint was saved, so there is nothing to resume; free some space and run again"
+            return "no earlier checkpoint was saved, so there is nothing to resume: fix the cause and run again"
         return (
-            f"the last complete checkpoint is {older[0]}: free some space, then resume with the same command plus "
+            f"the last complete checkpoint is {older[0]}: fix the cause, then resume with the same command plus "
             "--resume_from_checkpoint last"
         )
 

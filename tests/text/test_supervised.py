@@ -112,12 +112,14 @@ def test_supervised_rows_reach_the_model_and_the_loss(
         assert absent in ([0, 0, 0], [])
     card = (tmp_path / "run" / "model" / "README.md").read_text(encoding="utf-8")
     assert "Supervised SimCSE sentence encoder" in card
+    same = " (1 with a hard negative identical to their anchor or positive)"  # one of SICK's 251 triplets
     rows = {
-        "triplets": "251 rows: 251 triplets (anchor, positive, hard negative) from triplets.csv",
+        "triplets": f"251 rows: 251 triplets (anchor, positive, hard negative){same} from triplets.csv",
         "pairs": "1,033 pairs (anchor, positive) from pairs.csv",
-        "mixed": "1,284 rows: 251 triplets (anchor, positive, hard negative) and 1,033 pairs (anchor, positive) "
-        "from pairs.csv, triplets.csv",
+        "mixed": "1,284 rows: 251 triplets (anchor, positive, hard negative) and 1,033 pairs (anchor, positive)"
+        f"{same} from pairs.csv, triplets.csv",
     }
+    assert results["text"]["repeated_negative_rows"] == (0 if kind == "pairs" else 1)
     assert f"| training data | {rows[kind]} (" in card
 
     from sentence_transformers import SentenceTransformer

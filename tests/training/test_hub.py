@@ -50,7 +50,7 @@ def test_every_save_pushes_each_checkpoint_then_the_model_with_its_card(
         assert "model.safetensors" in commit.files and not any(f.startswith("checkpoint-") for f in commit.files)
     model, card = hub.commits[-2:]
     assert {"modules.json", "model.safetensors", "config.json"} <= set(model.files) and "README.md" not in model.files
-    assert card.files == ["README.md"]
+    assert card.files == ["README.md", "run_record.json"]  # the card, and the digests of every file
     assert 'SentenceTransformer("me/tiny-simcse")' in card.card and "WEINCE" in card.card
     assert (hub.repo("me/tiny-simcse") / "README.md").read_text() == (out / "model" / "README.md").read_text()
     assert results["hub_url"].endswith("/commit/3") and "hub_error" not in results
@@ -147,7 +147,7 @@ def test_vision_run_pushes_the_backbone_folder_with_its_card(tmp_path: Path, mon
     assert messages == ["Training in progress, epoch 1", "End of training: backbone", "End of training: model card"]
     model, card = hub.commits[-2:]
     assert {"backbone.safetensors", "model.safetensors", "config.json"} <= set(model.files)
-    assert card.files == ["README.md"] and "knn200" in card.card
+    assert card.files == ["README.md", "run_record.json"] and "knn200" in card.card
     assert "SimCLR-WEINCE (resnet18_slim, cifar10_zip)" in card.card and 'snapshot_download("me/simclr")' in card.card
     assert "hub_url" in results and "hub_error" not in results
 
