@@ -2,12 +2,12 @@
 
     .venv/bin/python -m experiments.vision_batch [--seeds 0 1 2] [--losses infonce weince] [--epochs 5]
 
-The vision quickstart recipe (slim ResNet-18, 5,000-image CIFAR-10 subset, τ 0.5) for ``--epochs`` epochs at
-batch 128 and at batch 512 with ``gradient_cache_chunk_size 128``: the batch-norm layers see 128 images in both
-arms, so the arms differ in the number of negatives each anchor is scored against (254 vs 1,022) — and in the
-number of optimizer steps (4× fewer at 512 for the same epochs). Reports, per loss and batch, the probe metrics
-and WEINCE's statistics over training (mean λ, ΔAIC, ρ), mean ± std over seeds, and the paired difference
-512 − 128. Finished runs are reused. Writes ``experiments/results/vision_batch.{md,json}``.
+The CPU proxy recipe, ``cpu_proxy_cifar10.yaml`` (slim ResNet-18, 5,000-image CIFAR-10 subset, τ 0.5), for
+``--epochs`` epochs at batch 128 and at batch 512 with ``gradient_cache_chunk_size 128``: the batch-norm layers see
+128 images in both arms, so the arms differ in the number of negatives each anchor is scored against (254 vs
+1,022) — and in the number of optimizer steps (4× fewer at 512 for the same epochs). Reports, per loss and batch,
+the probe metrics and WEINCE's statistics over training (mean λ, ΔAIC, ρ), mean ± std over seeds, and the paired
+difference 512 − 128. Finished runs are reused. Writes ``experiments/results/vision_batch.{md,json}``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--losses", nargs="+", default=["infonce", "weince"])
     ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--config", default=str(REPO / "configs/vision/quickstart_cifar10_cpu.yaml"))
+    ap.add_argument("--config", default=str(REPO / "configs/vision/cpu_proxy_cifar10.yaml"))
     ap.add_argument("--runs_dir", default=str(REPO / "outputs/experiments"))
     ap.add_argument("--out", default=str(REPO / "experiments/results/vision_batch"))
     args = ap.parse_args()

@@ -1,11 +1,12 @@
 """InfoNCE vs WEINCE at CPU scale, vision (the paper's own regime, from scratch).
 
-    .venv/bin/python -m experiments.vision_cpu [--seeds 0 1 2] [--config configs/vision/quickstart_cifar10_cpu.yaml]
+    .venv/bin/python -m experiments.vision_cpu [--seeds 0 1 2] [--config configs/vision/cpu_proxy_cifar10.yaml]
 
-Each (loss, seed) is a full run of the vision quickstart recipe (slim ResNet-18, 5,000-image class-balanced
-CIFAR-10 subset from the JPEG zips, 14 epochs, batch 128, τ 0.5); both losses share every seed, hence the same
-initial weights and data order. Writes ``experiments/results/vision_cpu.{md,json,png}`` with mean ± std per loss
-and the paired difference. Time: 8–9 min per run on 2 idle CPU cores (about 50 min for 2 losses × 3 seeds).
+Each (loss, seed) is a full run of the CPU proxy recipe, ``cpu_proxy_cifar10.yaml`` (slim ResNet-18, 5,000-image
+class-balanced CIFAR-10 subset from the JPEG zips, 14 epochs, batch 128, τ 0.5; the vision quickstart is this
+recipe trained for 4 epochs); both losses share every seed, hence the same initial weights and data order.
+Writes ``experiments/results/vision_cpu.{md,json,png}`` with mean ± std per loss and the paired difference.
+Time: 8–9 min per run on 2 idle CPU cores (about 50 min for 2 losses × 3 seeds).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--losses", nargs="+", default=["infonce", "weince"])
-    ap.add_argument("--config", default=str(REPO / "configs/vision/quickstart_cifar10_cpu.yaml"))
+    ap.add_argument("--config", default=str(REPO / "configs/vision/cpu_proxy_cifar10.yaml"))
     ap.add_argument("--runs_dir", default=str(REPO / "outputs/experiments/vision_cpu"))
     ap.add_argument("--out", default=str(REPO / "experiments/results/vision_cpu"))
     ap.add_argument(

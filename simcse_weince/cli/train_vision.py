@@ -4,7 +4,9 @@ Parse the config (YAML + command line, as for the text command), build the data 
 image for training; plain probe sets), train with :class:`~simcse_weince.vision.trainer.SimCLRTrainer` (k-NN
 every epoch, best checkpoint kept, resumable, ``accelerate launch`` ready), score the best backbone with the
 full protocol (linear probe, k-NN k = 200/20/50, R@1/2/4/8), end the run
-(:func:`~simcse_weince.training.ending.finish_run`) and write ``results.md``.
+(:func:`~simcse_weince.training.ending.finish_run`) and write ``results.md``. With ``cpu_threads`` set, the whole
+run uses that many CPU threads (:func:`~simcse_weince.vision.recipe.cpu_threads`), so that it prints the same
+table on any machine of the CPU kind.
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from simcse_weince.vision.arguments import SimCLRTrainingArguments, VisionDataAr
 from simcse_weince.vision.data import collate
 from simcse_weince.vision.model import SimCLRModel, save_simclr
 from simcse_weince.vision.model_card import render_vision_card
-from simcse_weince.vision.recipe import METRICS, build_datasets, full_evaluation, maybe_sync_batchnorm, results_table
+from simcse_weince.vision.recipe import (
+    METRICS,
+    build_datasets,
+    cpu_threads,
+    full_evaluation,
+    maybe_sync_batchnorm,
+    results_table,
+)
 from simcse_weince.vision.trainer import KNNEvaluator, SimCLRTrainer
 
 logger = logging.getLogger(__name__)
@@ -38,7 +47,8 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     model_args, data_args, loss_args, args = parse_config(ARG_GROUPS, argv)
     loss = loss_args.build("ntxent")
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": args}
-    with start_run(groups) as state:  # the output folder locked for this run, the resume checked
+    # the thread count before anything runs: the figures depend on it (recipe.cpu_threads)
+    with cpu_threads(args.cpu_threads), start_run(groups) as state:  # the output folder locked, the resume checked
         return train(groups, loss, state, callbacks)
 
 

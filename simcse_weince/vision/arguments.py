@@ -70,3 +70,15 @@ class SimCLRTrainingArguments(ContrastiveTrainingArguments):
     greater_is_better: bool | None = True
     logging_steps: float = 20
     dataloader_drop_last: bool = True
+    cpu_threads: int | None = field(
+        default=None,
+        metadata={
+            "help": "CPU threads of torch's operators and of the probes' BLAS / OpenMP for the run (default: the "
+            "libraries' own, one per core). The results depend on it in the last bits (reductions are split by "
+            "thread), which training grows into other figures: fix it to reproduce a run on another machine."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        check_at_least("cpu_threads", self.cpu_threads, 1)
+        super().__post_init__()

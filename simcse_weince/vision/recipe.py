@@ -3,6 +3,9 @@ several GPU processes, the frozen-feature evaluation and its table."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 
 from simcse_weince.paths import resolve_data_path
@@ -35,6 +38,30 @@ def build_datasets(data: VisionDataArguments):
     probe_test = Indexed(test_base, subset(test_base, data.probe_test_per_class), plain)
     num_classes = len(set(_targets(test_base)))
     return train, probe_train, probe_test, num_classes
+
+
+@contextmanager
+def cpu_threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` CPU threads in torch's operators and in the BLAS / OpenMP pools of the probes
+    (scikit-learn's, through threadpoolctl, which it depends on); the previous counts are restored after.
+    ``None``: leave the libraries' own counts (one thread per core).
+
+    Why: a reduction split over another number of threads adds in another order, so the features, the gradients
+    and the logistic-regression fit differ in the last bits, and training grows that into other figures. With a
+    fixed count, two runs on CPUs of one kind print the same table whatever their number of cores.
+    """
+    if n is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        with threadpool_limits(limits=n):
+            yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def maybe_sync_batchnorm(model: torch.nn.Module, enabled: bool, world_size: int, device: torch.device):
