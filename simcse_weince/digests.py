@@ -25,6 +25,7 @@ import xxhash
 
 ALGORITHM = "xxh3_128_64mib_blocks"
 RECORD_FILE = "run_record.json"
+FILES_KEY = "files"  # the record's key holding the folder's digests
 BLOCK = 1 << 26  # 64 MiB: a file's blocks are hashed in parallel
 THREADS = max(1, min(8, os.cpu_count() or 1))
 
@@ -123,7 +124,7 @@ def recorded_digests(folder: str | Path) -> dict[str, dict[str, int | str]] | No
         saved = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    files = saved.get("files") if isinstance(saved, dict) else None
+    files = saved.get(FILES_KEY) if isinstance(saved, dict) else None
     return files if isinstance(files, dict) else None
 
 

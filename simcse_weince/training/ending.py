@@ -95,8 +95,8 @@ def export_and_push(
     render_card: Callable[[str], str],
     what: str,
     kept: str,
-) -> bool:
-    """Steps 1-3 of :func:`finish_run` into ``partial``; whether the model reached the Hub."""
+) -> None:
+    """Steps 1-3 of :func:`finish_run` into ``partial``."""
     args, state = trainer.args, trainer.run_state
     state.phase = f"exporting the model to {model_dir} (training had finished)"
     with writing(model_dir, "the model", kept=kept):
@@ -128,7 +128,6 @@ def export_and_push(
         except HubPushError as err:
             logger.error("%s", err)
             results["hub_error"] = str(err)
-    return pushed
 
 
 def exit_code(results: dict[str, Any] | None) -> int:

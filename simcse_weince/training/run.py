@@ -146,14 +146,11 @@ def verify_checkpoint(checkpoint: Path, output_dir: str | Path) -> None:
     if not damaged:
         logger.info("checked the files of %s against their digests (%.1f s)", checkpoint, time.perf_counter() - t0)
         return
-    older = [
-        c for c in run_folder.complete_checkpoints(output_dir)
-        if run_folder.CHECKPOINT.match(c.name) and step_of(c) < step_of(checkpoint)
-        and not run_record.checkpoint_damage(c)
-    ]  # fmt: skip
+    earlier = (c for c in run_folder.complete_checkpoints(output_dir) if step_of(c) < step_of(checkpoint))
+    intact = next((c for c in earlier if not run_record.checkpoint_damage(c)), None)  # newest first
     offer = (
-        f"resume from the previous complete checkpoint instead: --resume_from_checkpoint {older[0]}"
-        if older
+        f"resume from the previous complete checkpoint instead: --resume_from_checkpoint {intact}"
+        if intact is not None
         else "no earlier intact checkpoint is there: start again with --overwrite_output_dir true"
     )
     raise FileFault(f"checkpoint {checkpoint} is damaged ({'; '.join(damaged)}); {offer}")
@@ -319,22 +316,21 @@ def kept(training_args: TrainingArguments) -> str:
     )
 
 
-def apply_save_limit(trainer: Trainer) -> list[str]:
+def apply_save_limit(trainer: Trainer) -> None:
     """Once the model is exported: ``save_total_limit`` applied to the run's checkpoints as the Trainer applies it
     at the end of training (which this run postponed: :mod:`~simcse_weince.training.signals`). A limit of 1 with a
     best checkpoint keeps the best one only; otherwise the newest and the best are kept, then the newest of the
-    others up to the limit. Returns the names of the checkpoints kept."""
+    others up to the limit."""
     args, best = trainer.args, trainer.state.best_model_checkpoint
     limit = args.save_total_limit
     found = run_folder.checkpoint_folders(args.output_dir)  # newest first
     if not args.should_save or not limit or limit <= 0 or not found:
-        return [p.name for p in found]
+        return
     best_name = Path(best).name if best else None
     protected = {best_name} if limit == 1 and best_name else {found[0].name, best_name} - {None}
     others = [c for c in found if c.name not in protected]
     for ckpt in others[max(0, limit - len(protected)) :]:
         shutil.rmtree(ckpt, ignore_errors=True)
-    return [p.name for p in run_folder.checkpoint_folders(args.output_dir)]
 
 
 def reached_the_end(state: TrainerState, training_args: TrainingArguments) -> bool:

@@ -24,12 +24,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from simcse_weince.digests import RECORD_FILE, file_digest, folder_damage, folder_digests
+from simcse_weince.digests import FILES_KEY, RECORD_FILE, damage, file_digest, folder_digests
 from simcse_weince.paths import resolve_data_path
 from simcse_weince.training.config import ConfigError, to_plain
 
 RECORD = RECORD_FILE
-FILES = "files"  # the record's key holding the folder's digests (not a setting)
+FILES = FILES_KEY  # the record's key holding the folder's digests (not a setting)
 
 # Fields of the model / data / loss groups that do not change what is trained.
 NOT_SHAPING = frozenset(
@@ -175,8 +175,9 @@ def saved_in_full(checkpoint: str | Path) -> bool:
 def checkpoint_damage(folder: str | Path) -> list[str] | None:
     """The files of ``folder`` that differ from the digests its record holds (empty: all match), or ``None`` when
     it holds no digests to check against (no record, or one written before digests or by a save cut short)."""
-    read_record_file(folder)  # a record that is not JSON is an error naming it
-    return folder_damage(folder)
+    saved = read_record_file(folder)  # a record that is not JSON is an error naming it
+    files = saved.get(FILES) if saved else None
+    return damage(folder, files) if isinstance(files, dict) else None
 
 
 # Settings added after runs were first recorded, with the value every run recorded before them had: such a run's

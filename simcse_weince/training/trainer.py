@@ -40,6 +40,7 @@ from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
 from simcse_weince.training.hub import push_folder, repo_name
+from simcse_weince.training.run import kept
 from simcse_weince.training.run_record import RunState, save_record
 
 logger = logging.getLogger(__name__)
@@ -242,7 +243,7 @@ class ContrastiveTrainer(Trainer):
         rotates them only after a save)."""
         folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
         try:
-            with writing(folder, "the checkpoint", kept=self.kept_after_failed_save(folder)):
+            with writing(folder, "the checkpoint", kept=f"{kept(self.args)}; fix the cause first"):
                 super()._save_checkpoint(model, trial)
                 record = self.run_state.record if self.run_state is not None else None
                 if record is not None and self.args.should_save:
@@ -263,17 +264,6 @@ class ContrastiveTrainer(Trainer):
     def _load_rng_state(self, checkpoint: str | None) -> None:
         with reading(checkpoint, "the random-number state in", DAMAGED_CHECKPOINT):
             super()._load_rng_state(checkpoint)
-
-    def kept_after_failed_save(self, folder: Path) -> str:
-        from simcse_weince.training.run_folder import complete_checkpoints
-
-        older = [c for c in complete_checkpoints(folder.parent) if c.name != folder.name]
-        if not older:
-            return "no earlier checkpoint was saved, so there is nothing to resume: fix the cause and run again"
-        return (
-            f"the last complete checkpoint is {older[0]}: fix the cause, then resume with the same command plus "
-            "--resume_from_checkpoint last"
-        )
 
     # ---- the Hub -----------------------------------------------------------------------------------------
     def push_final_folder(
