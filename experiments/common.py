@@ -26,7 +26,7 @@ def child_env(**extra: str) -> dict[str, str]:
 # Imported once by the fork server, so that each run starts without importing them again (~8 s a run on 2 cores)
 PRELOAD = ("torch", "transformers", "datasets", "sentence_transformers", "simcse_weince.cli.train_text",
            "simcse_weince.cli.evaluate", "simcse_weince.cli.train_vision", "simcse_weince.diagnostics.text_geometry",
-           "simcse_weince.text.checkpoint")  # fmt: skip
+           "simcse_weince.text.checkpoint", "sklearn.linear_model")  # fmt: skip
 _runs: multiprocessing.context.BaseContext | None = None
 
 

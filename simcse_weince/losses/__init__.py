@@ -4,6 +4,7 @@ from simcse_weince.losses.config import WeinceConfig
 from simcse_weince.losses.infonce import InfoNCELoss
 from simcse_weince.losses.layout import ScoreMatrix, score_matrix
 from simcse_weince.losses.stats import AnchorStatistics
+from simcse_weince.losses.topm import TopMConfig
 from simcse_weince.losses.weince import WeinceLoss
 
-__all__ = ["AnchorStatistics", "InfoNCELoss", "ScoreMatrix", "WeinceConfig", "WeinceLoss", "score_matrix"]
+__all__ = ["AnchorStatistics", "InfoNCELoss", "ScoreMatrix", "TopMConfig", "WeinceConfig", "WeinceLoss", "score_matrix"]

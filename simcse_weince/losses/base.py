@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 import torch
 from torch import nn
 
+from simcse_weince.losses.distributed import rank_and_world_size
 from simcse_weince.losses.layout import BatchKind, Layout, Negatives, ScoreMatrix, score_matrix, validate_layout
+from simcse_weince.losses.topm import TopMConfig, TopMTerms
 
 
 def check_positive(name: str, value: float) -> None:
@@ -53,6 +56,10 @@ class ContrastiveLoss(nn.Module):
         gather_across_devices: score local anchors against the candidates of all processes.
         hard_negative_weight: SimCSE's w, a finite number (0, SimCSE's default, adds nothing); it acts only
             when ``negatives`` are given, and must be 0 for ``"ntxent"``.
+        terms: the WEINCE authors' extra top-M terms (:mod:`~simcse_weince.losses.topm`), added to the loss when
+            one of their weights is > 0; ``None`` or zero weights (the default) add nothing. They read the
+            unweighted scores (w never enters them) and, with gathering, the global batch's M hardest negatives
+            and global tail.
     """
 
     def __init__(
@@ -61,6 +68,7 @@ class ContrastiveLoss(nn.Module):
         layout: Layout = "simcse",
         gather_across_devices: bool = False,
         hard_negative_weight: float = 0.0,
+        terms: TopMConfig | None = None,
     ) -> None:
         super().__init__()
         check_positive("temperature", temperature)
@@ -70,6 +78,7 @@ class ContrastiveLoss(nn.Module):
         self.layout = layout
         self.gather_across_devices = bool(gather_across_devices)
         self._hard_negative_weight = float(hard_negative_weight)
+        self.terms = TopMTerms(terms, self.gather_across_devices) if terms is not None and terms.active else None
         # Detached per-batch diagnostics of the last forward (tensors; reading them is the caller's sync).
         self.last_diagnostics: dict[str, torch.Tensor] = {}
 
@@ -122,7 +131,13 @@ class ContrastiveLoss(nn.Module):
             absent_negatives=absent_negatives,
         )  # fmt: skip
         with torch.autocast(lay.scores.device.type, enabled=False):
-            return self.loss_from_scores(lay)
+            loss = self.loss_from_scores(lay)
+            if self.terms is not None:
+                world = rank_and_world_size()[1] if self.gather_across_devices else 1
+                extra, diagnostics = self.terms(lay, self.temperature, world)
+                loss = loss + extra
+                self.last_diagnostics = {**self.last_diagnostics, **diagnostics}
+            return loss
 
     def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
         """The loss from a batch's float32 :class:`ScoreMatrix` (subclasses)."""
@@ -137,6 +152,8 @@ class ContrastiveLoss(nn.Module):
         # Only when set: w = 0 (SimCSE's default) leaves the unsupervised configurations and cards as they were.
         if self.hard_negative_weight:
             out["hard_negative_weight"] = self.hard_negative_weight
+        if self.terms is not None:  # likewise only when a term is on
+            out.update(dataclasses.asdict(self.terms.config))
         return out
 
     def extra_repr(self) -> str:

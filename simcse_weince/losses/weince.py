@@ -14,6 +14,7 @@ from simcse_weince.losses.distributed import all_gather_no_grad
 from simcse_weince.losses.layout import Layout, ScoreMatrix, masked_cross_entropy
 from simcse_weince.losses.logits import weince_logits
 from simcse_weince.losses.stats import AnchorStatistics, anchor_statistics
+from simcse_weince.losses.topm import TopMConfig
 
 __all__ = ["BETA_MODES", "WeinceLoss", "diagnostics"]
 
@@ -72,6 +73,7 @@ class WeinceLoss(ContrastiveLoss):
         hard_negative_weight: SimCSE's w on each anchor's own hard negatives (supervised layout), a finite
             number; 0 (default, SimCSE's recipe) adds nothing. Must be 0 for ``"ntxent"``.
         beta_clamp: ``(beta_min, beta_max)``, the pair under one name (as in :meth:`get_config_dict`).
+        terms: the authors' extra top-M terms (:class:`~simcse_weince.losses.topm.TopMConfig`), off by default.
         **knobs: any :class:`WeinceConfig` field (``beta_mode``, ``q``, ``kappa_rho``, ...), overriding
             ``config``'s value.
 
@@ -100,6 +102,7 @@ class WeinceLoss(ContrastiveLoss):
         gather_across_devices: bool = False,
         hard_negative_weight: float = 0.0,
         beta_clamp: tuple[float, float] | None = None,
+        terms: TopMConfig | None = None,
         **knobs: Any,
     ) -> None:
         if temperature is not None:
@@ -109,7 +112,7 @@ class WeinceLoss(ContrastiveLoss):
                 raise TypeError("give beta_clamp or beta_min / beta_max, not both")
             knobs["beta_min"], knobs["beta_max"] = beta_clamp
         config = dataclasses.replace(config or WeinceConfig(), **knobs)  # validates; unknown knob: TypeError
-        super().__init__(config.temperature, layout, gather_across_devices, hard_negative_weight)
+        super().__init__(config.temperature, layout, gather_across_devices, hard_negative_weight, terms)
         self._config = config
         self.last_statistics: AnchorStatistics | None = None
 

@@ -21,6 +21,7 @@ from simcse_weince.losses.base import check_hard_negative_weight
 from simcse_weince.losses.config import BetaMode as BetaMode  # re-exported: the CLIs' choices of beta_mode
 from simcse_weince.losses.config import WeinceConfig
 from simcse_weince.losses.layout import Layout
+from simcse_weince.losses.topm import TopMConfig
 from simcse_weince.training.hub import check_repo_id, repo_name
 
 LossName = Literal["weince", "infonce"]
@@ -48,12 +49,17 @@ class _LossArgumentsMethods:
                 check_choice(f.name, getattr(self, f.name), f.type)
         # The WEINCE knobs' ranges, also for loss: infonce (a typo must not pass silently because it is unused).
         self.weince_config()
+        self.terms_config()  # the extra terms' ranges, likewise
         # Finite, checked here at parse time; 0 for a layout without hard negatives, checked by the loss in build().
         check_hard_negative_weight(self.hard_negative_weight)
 
     def weince_config(self) -> WeinceConfig:
         """The WEINCE knobs of these arguments (every :class:`WeinceConfig` field, under its own name)."""
         return WeinceConfig(**{f.name: getattr(self, f.name) for f in fields(WeinceConfig)})
+
+    def terms_config(self) -> TopMConfig:
+        """The extra top-M terms' knobs of these arguments (every :class:`TopMConfig` field, under its own name)."""
+        return TopMConfig(**{f.name: getattr(self, f.name) for f in fields(TopMConfig)})
 
     def build(self, layout: Layout = "simcse") -> InfoNCELoss | WeinceLoss:
         """The loss module, with these knobs, ``layout`` and ``gather_across_devices``."""
@@ -62,6 +68,7 @@ class _LossArgumentsMethods:
             layout=layout,
             gather_across_devices=self.gather_across_devices,
             hard_negative_weight=self.hard_negative_weight,  # the loss checks it against the layout
+            terms=self.terms_config(),  # nothing unless a weight is > 0
         )
         if self.loss == "infonce":
             return InfoNCELoss(config.temperature, **common)
@@ -69,13 +76,15 @@ class _LossArgumentsMethods:
 
 
 def _loss_argument_fields() -> list[tuple[str, Any, Any]]:
-    """``loss``, then every :class:`WeinceConfig` field (its real type, default and help text; the range
-    checks stay in WeinceConfig), then the two switches that are not WEINCE knobs."""
-    hints = get_type_hints(WeinceConfig)  # real types, so that HfArgumentParser sees Literal / int | None
-    knobs = [
-        (f.name, hints[f.name], field(default=f.default, metadata={"help": f.metadata["help"]}))
-        for f in fields(WeinceConfig)
-    ]
+    """``loss``, then every :class:`WeinceConfig` and :class:`TopMConfig` field (its real type, default and help
+    text; the range checks stay in those configs), then the switches that are not loss knobs."""
+    knobs = []
+    for config in (WeinceConfig, TopMConfig):
+        hints = get_type_hints(config)  # real types, so that HfArgumentParser sees Literal / int | None
+        knobs += [
+            (f.name, hints[f.name], field(default=f.default, metadata={"help": f.metadata["help"]}))
+            for f in fields(config)
+        ]
     return [
         ("loss", LossName, field(default="weince", metadata={"help": "weince | infonce"})),
         *knobs,
@@ -101,8 +110,8 @@ LossArguments = make_dataclass(
     bases=(_LossArgumentsMethods,),
     namespace={
         "__module__": __name__,
-        "__doc__": "The contrastive loss and its WEINCE knobs: one field per :class:`WeinceConfig` field (same "
-        "name, type, default and help), plus ``loss``, ``gather_across_devices`` and ``mask_duplicates``.",
+        "__doc__": "The contrastive loss and its knobs: one field per :class:`WeinceConfig` and :class:`TopMConfig` "
+        "field (same name, type, default and help), plus ``loss``, ``gather_across_devices`` and ``mask_duplicates``.",
     },
 )
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from simcse_weince.digests import FILES_KEY, RECORD_FILE, damage, file_digest, folder_digests
+from simcse_weince.losses.topm import TopMConfig
 from simcse_weince.paths import resolve_data_path
 from simcse_weince.training.config import ConfigError, to_plain
 
@@ -182,7 +183,10 @@ def checkpoint_damage(folder: str | Path) -> list[str] | None:
 
 # Settings added after runs were first recorded, with the value every run recorded before them had: such a run's
 # record lacks the key, and resuming it with that value is no change.
-ADDED_SETTINGS: dict[str, Any] = {"data.validation": "stsb"}
+ADDED_SETTINGS: dict[str, Any] = {
+    "data.validation": "stsb",
+    **{f"loss.{f.name}": f.default for f in dataclasses.fields(TopMConfig)},  # the extra top-M terms, off
+}
 
 
 def differences(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -14,7 +14,9 @@ It overrides only Trainer hooks:
 * ``evaluation_loop`` — runs an *evaluator*: a callable ``evaluator(model) -> {name: value}`` (STS-B dev
   Spearman, k-NN accuracy, ...), as sentence-transformers' trainer does, so the Trainer's own ``evaluate``
   adds the prefix and runtime, logs, calls the callbacks and drives model selection;
-* ``log`` — adds the diagnostics, averaged since the last training log, to each training log.
+* ``log`` — adds the diagnostics, averaged since the last training log, to each training log;
+* ``_save_checkpoint`` / ``_load_from_checkpoint`` — also save and restore the loss's running state
+  (``loss_state.pt``, the top-M Weibit term's β_t; absent for a loss without one), so that a resume is exact.
 
 The training loop, checkpointing, resuming, mixed precision and multi-process training are the Trainer's own.
 """
@@ -45,7 +47,9 @@ from simcse_weince.training.run_record import RunState, save_record
 
 logger = logging.getLogger(__name__)
 
-DIAGNOSTIC_KEYS = ("lambda_mean", "lambda_frac_gt_half", "beta_mean", "rho_mean", "delta_aic_mean")
+DIAGNOSTIC_KEYS = ("lambda_mean", "lambda_frac_gt_half", "beta_mean", "rho_mean", "delta_aic_mean",
+                   "topm_softmax_loss", "topm_weibit_loss", "topm_beta", "topm_beta_hat", "topm_r2")  # fmt: skip
+LOSS_STATE_FILE = "loss_state.pt"  # the loss's running state (the top-M Weibit term's β_t), when it has one
 Evaluator = Callable[[nn.Module], dict[str, float]]
 DAMAGED_CHECKPOINT = (
     "the checkpoint is damaged: resume from an earlier checkpoint-N folder of the run, or start again with "
@@ -245,6 +249,9 @@ class ContrastiveTrainer(Trainer):
         try:
             with writing(folder, "the checkpoint", kept=f"{kept(self.args)}; fix the cause first"):
                 super()._save_checkpoint(model, trial)
+                state = self.contrastive_loss.state_dict()
+                if state and self.args.should_save:  # before the digests, which cover it
+                    torch.save(state, folder / LOSS_STATE_FILE)
                 record = self.run_state.record if self.run_state is not None else None
                 if record is not None and self.args.should_save:
                     save_record(folder, record, with_digests=True)
@@ -256,6 +263,10 @@ class ContrastiveTrainer(Trainer):
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         with reading(resume_from_checkpoint, "the checkpoint's weights in", DAMAGED_CHECKPOINT):
             super()._load_from_checkpoint(resume_from_checkpoint, model)
+        state_file = Path(resume_from_checkpoint) / LOSS_STATE_FILE
+        if self.contrastive_loss.state_dict() and state_file.is_file():
+            with reading(state_file, "the loss's running state in", DAMAGED_CHECKPOINT):
+                self.contrastive_loss.load_state_dict(torch.load(state_file, map_location="cpu", weights_only=True))
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         with reading(checkpoint, "the optimizer state in", DAMAGED_CHECKPOINT):

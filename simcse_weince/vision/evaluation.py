@@ -68,14 +68,19 @@ def recall_at_k(features: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] 
     return {k: 100.0 * float(hit[:, :k].any(dim=1).float().mean()) for k in ks}
 
 
-def linear_probe(train_f, train_y, test_f, test_y, c: float = 1.0, max_iter: int = 1000) -> float:
-    """Logistic regression on standardised frozen features; test accuracy × 100."""
+def fit_linear_probe(train_f, train_y, c: float = 1.0, max_iter: int = 1000):
+    """Logistic regression (L2, ``C = c``, lbfgs: deterministic) on standardised frozen features, fitted."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     clf = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=max_iter))
-    clf.fit(np.asarray(train_f), np.asarray(train_y))
+    return clf.fit(np.asarray(train_f), np.asarray(train_y))
+
+
+def linear_probe(train_f, train_y, test_f, test_y, c: float = 1.0, max_iter: int = 1000) -> float:
+    """Logistic regression on standardised frozen features (:func:`fit_linear_probe`); test accuracy × 100."""
+    clf = fit_linear_probe(train_f, train_y, c, max_iter)
     return 100.0 * float(clf.score(np.asarray(test_f), np.asarray(test_y)))
 
 

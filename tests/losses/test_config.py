@@ -17,6 +17,7 @@ import torch
 from simcse_weince.cli.diagnose import LOSS_FLAGS, NOT_STATISTICS_FLAGS, build_parser, statistics_loss
 from simcse_weince.losses import WeinceLoss, stats
 from simcse_weince.losses.config import BETA_MODES, WeinceConfig
+from simcse_weince.losses.topm import TopMConfig
 from simcse_weince.training.arguments import LossArguments
 
 KNOBS = [f.name for f in dataclasses.fields(WeinceConfig)]
@@ -137,12 +138,20 @@ def test_statistics_read_the_config() -> None:
 
 def test_loss_arguments_are_derived_from_the_config() -> None:
     fields = {f.name: f for f in dataclasses.fields(LossArguments)}
-    assert list(fields) == ["loss", *KNOBS, "gather_across_devices", "mask_duplicates", "hard_negative_weight"]
-    hints, own_hints = get_type_hints(WeinceConfig), get_type_hints(LossArguments)
-    for f in dataclasses.fields(WeinceConfig):
-        assert fields[f.name].default == f.default, f"LossArguments.{f.name} has its own default"
-        assert own_hints[f.name] == hints[f.name] and fields[f.name].metadata["help"] == f.metadata["help"]
-    assert LossArguments().weince_config() == DEFAULT
+    terms = [f.name for f in dataclasses.fields(TopMConfig)]
+    assert list(fields) == [
+        "loss", *KNOBS, *terms, "gather_across_devices", "mask_duplicates", "hard_negative_weight"
+    ]  # fmt: skip
+    own_hints = get_type_hints(LossArguments)
+    for config in (WeinceConfig, TopMConfig):
+        hints = get_type_hints(config)
+        for f in dataclasses.fields(config):
+            assert fields[f.name].default == f.default, f"LossArguments.{f.name} has its own default"
+            assert own_hints[f.name] == hints[f.name] and fields[f.name].metadata["help"] == f.metadata["help"]
+    assert LossArguments().weince_config() == DEFAULT and LossArguments().terms_config() == TopMConfig()
+    assert LossArguments().build().terms is None  # the terms are off by default
+    on = LossArguments(topm_weibit_weight=0.5, topm_weibit_m=7).build("ntxent")
+    assert on.terms is not None and on.terms.config == TopMConfig(topm_weibit_weight=0.5, topm_weibit_m=7)
     assert LossArguments().build().config == DEFAULT
     assert LossArguments(**NON_DEFAULT).build("ntxent").config == WeinceConfig(**NON_DEFAULT)
     assert LossArguments.__module__ == "simcse_weince.training.arguments"

@@ -1,5 +1,6 @@
 """Gathering across processes: 2 real CPU (gloo) processes must reproduce the global-batch loss,
-gradients and statistics of one process, in the SimCSE, NT-Xent and supervised (hard negatives) layouts."""
+gradients and statistics of one process, in the SimCSE, NT-Xent and supervised (hard negatives) layouts, also
+with the extra top-M terms (the global batch's M hardest negatives, its global tail fit and the running β_t)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from simcse_weince.losses import InfoNCELoss, WeinceLoss
+from simcse_weince.losses import InfoNCELoss, TopMConfig, WeinceLoss
 from simcse_weince.losses.distributed import all_gather_with_grad
 from simcse_weince.losses.duplicates import ABSENT_KEY, supervised_duplicate_mask
 from tests.helpers import free_port
@@ -36,13 +37,28 @@ def _global_batch(layout: str, k: int) -> dict[str, torch.Tensor]:
     return {"a": a, "p": p, "n": n, "mask": mask, "keys": keys, "absent": absent}
 
 
+# Both terms; a global tail of max(16, int(0.05·K_tot)) points (312 of the NT-Xent batch's 80·78 negatives, 124
+# of the supervised one's 40·62), fewer than each process holds: the tail is pooled from both. r2_min 0: β_t moves.
+TERMS = TopMConfig(
+    topm_softmax_weight=0.5,
+    topm_softmax_m=7,
+    topm_weibit_weight=0.5,
+    topm_weibit_m=5,
+    topm_min_tail_points=16,
+    topm_r2_min=0.0,
+)
+
+
 def _make(name: str, layout: str, k: int, gather: bool):
     w = 1.0 if k else 0.0  # a weight on the own hard negatives: their global columns must be found
-    if name == "infonce":
-        return InfoNCELoss(0.1, layout=layout, gather_across_devices=gather, hard_negative_weight=w)
+    base, _, extra = name.partition("+")  # "infonce+topm": with the extra terms
+    terms = TERMS if extra == "topm" else None
+    if base == "infonce":
+        return InfoNCELoss(0.1, layout=layout, gather_across_devices=gather, hard_negative_weight=w, terms=terms)
     return WeinceLoss(
-        0.1, layout=layout, beta_mode="ols", min_tail_points=10, gather_across_devices=gather, hard_negative_weight=w
-    )
+        0.1, layout=layout, beta_mode="ols", min_tail_points=10, gather_across_devices=gather, hard_negative_weight=w,
+        terms=terms,
+    )  # fmt: skip
 
 
 def _rows(layout: str, rank: int) -> torch.Tensor:
@@ -53,7 +69,9 @@ def _rows(layout: str, rank: int) -> torch.Tensor:
 
 
 CASES = [(name, layout, k) for layout, k in (("simcse", 0), ("ntxent", 0), ("simcse", 1), ("simcse", 2))
-         for name in ("infonce", "weince")]  # fmt: skip
+         for name in ("infonce", "weince")] + [
+    (f"{name}+topm", layout, k) for layout, k in (("ntxent", 0), ("simcse", 1)) for name in ("infonce", "weince")
+]  # fmt: skip
 
 
 def _worker(rank: int, port: int, out_dir: str) -> None:
@@ -81,9 +99,12 @@ def _local_case(rank: int, name: str, layout: str, k: int) -> dict[str, torch.Te
     )
     loss.backward()
     result = {"loss": loss.detach(), "grad_a": a_loc.grad, "grad_p": p_loc.grad, "grad_n": n_loc.grad}
-    if name == "weince":
+    if name.startswith("weince"):
         result["lam"] = loss_fn.last_statistics.lam
         result["rho0"] = loss_fn.last_statistics.rho0
+    if loss_fn.terms is not None:
+        result["beta_t"] = loss_fn.terms.beta_t.clone()  # the running value after the step
+        result["beta_hat"] = loss_fn.terms.last_fit.beta_hat
     if layout == "simcse":
         keys = batch["keys"][:, local]
         result["duplicates"] = supervised_duplicate_mask(keys[0], keys[1], keys[2:], gather_across_devices=True)
@@ -126,12 +147,17 @@ def test_two_processes_equal_one_process_global_batch(name: str, layout: str, k:
         torch.testing.assert_close(grad_n, n.grad, rtol=1e-5, atol=1e-7)
         assert float(n.grad.abs().sum()) > 0 and batch["absent"].any()
         assert float(n.grad[batch["absent"]].abs().sum()) == 0  # an absent negative is no one's candidate
-    if name == "weince":
+    if name.startswith("weince"):
         lam = ref_fn.last_statistics.lam
         for r, part in enumerate(parts):
             torch.testing.assert_close(part["lam"], lam[_rows(layout, r)], rtol=1e-6, atol=1e-7)
             torch.testing.assert_close(part["rho0"], ref_fn.last_statistics.rho0)
         assert 0.05 < float(lam.mean()) < 0.95  # informative statistics: the comparison can fail
+    if ref_fn.terms is not None:
+        assert float(ref_fn.terms.beta_t) != TERMS.topm_beta_init  # the fit moved it: the comparison can fail
+        for part in parts:
+            torch.testing.assert_close(part["beta_hat"], ref_fn.terms.last_fit.beta_hat, rtol=1e-6, atol=1e-7)
+            torch.testing.assert_close(part["beta_t"], ref_fn.terms.beta_t, rtol=1e-6, atol=1e-7)
     if layout == "simcse":
         keys = batch["keys"]
         whole = supervised_duplicate_mask(keys[0], keys[1], keys[2:])

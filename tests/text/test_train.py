@@ -165,6 +165,35 @@ def test_resume_reaches_same_step_with_same_data_order(
 
 
 @pytest.mark.slow
+def test_resume_restores_the_running_beta_of_the_top_m_weibit_term(
+    tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path
+) -> None:
+    """The top-M Weibit term's β_t is saved with each checkpoint (``loss_state.pt``) and restored on resume: the
+    resumed run ends with the uninterrupted run's weights and β_t, bit for bit. The fit moves β_t on every
+    step (R² gate 0), so a resume that restarted it at ``topm_beta_init`` would train step 3 differently."""
+    common = dict(
+        max_steps=4, eval_steps=2, save_steps=2, eval_test_at_end=False, topm_weibit_weight=0.5,
+        topm_min_tail_points=16, topm_r2_min=0.0,
+    )  # fmt: skip
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    assert run(_args(tiny_bert_dir, wiki_sample, full, **common))["steps"] == 4
+    with pytest.raises(Interrupt):
+        run(_args(tiny_bert_dir, wiki_sample, cut, **common), callbacks=[StopAt(3)])
+    assert not (cut / "checkpoint-4").exists()
+    saved = torch.load(cut / "checkpoint-2" / "loss_state.pt", weights_only=True)
+    assert set(saved) == {"terms.beta_t"} and float(saved["terms.beta_t"]) != 4.0  # moved from topm_beta_init
+    assert torch.equal(saved["terms.beta_t"], torch.load(full / "checkpoint-2" / "loss_state.pt")["terms.beta_t"])
+    assert run(_args(tiny_bert_dir, wiki_sample, cut, **common, resume_from_checkpoint="last"))["steps"] == 4
+    end = [torch.load(folder / "checkpoint-4" / "loss_state.pt")["terms.beta_t"] for folder in (full, cut)]
+    assert torch.equal(*end) and not torch.equal(end[0], saved["terms.beta_t"])
+    a = load_file(full / "checkpoint-4" / "model.safetensors")
+    b = load_file(cut / "checkpoint-4" / "model.safetensors")
+    assert set(a) == set(b)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k  # bitwise
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) -> None:
     """One SGD step on 2 gloo processes (batch 16 each, negatives gathered) equals one process with batch 32.

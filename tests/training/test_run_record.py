@@ -19,3 +19,15 @@ def test_a_run_recorded_before_a_setting_existed_resumes_with_its_old_value(tmp_
     assert check_resume(tmp_path, now, set()) == {}
     with pytest.raises(ConfigError, match=r"validation: 'stsb' in the checkpoint, 'retrieval:x' now"):
         check_resume(tmp_path, now | {"data.validation": "retrieval:x"}, set())
+
+
+def test_a_run_recorded_before_the_top_m_terms_resumes_with_them_off(tmp_path: Path) -> None:
+    """A record without the ``topm_*`` settings (written before they existed) resumes with the terms off, and is
+    refused with a term on."""
+    from simcse_weince.losses.topm import TopMConfig
+
+    (tmp_path / RECORD).write_text(json.dumps({"loss.temperature": 0.5}))
+    now = {"loss.temperature": 0.5} | {f"loss.{k}": v for k, v in TopMConfig().__dict__.items()}
+    assert check_resume(tmp_path, now, set()) == {}
+    with pytest.raises(ConfigError, match=r"topm_weibit_weight: 0.0 in the checkpoint, 0.5 now"):
+        check_resume(tmp_path, now | {"loss.topm_weibit_weight": 0.5}, set())

@@ -1,0 +1,105 @@
+"""experiments/paper_protocol.py: its options, its selection rule, its restarts, and --quick end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import paper_protocol as pp
+from tests.helpers import write_cifar10_zips
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--arms", "a", "z"], "--arms: unknown arm 'z'; expected some of a, b, c, d, e, f, e0"),
+        (["--arms", "d", "--grid_kappa_rho"], "--grid_kappa_rho: the grid of arm (d) is empty"),
+        (["--arms", "f", "--grid_temperature", "0"], "--grid_temperature: expected numbers > 0"),
+        (["--seeds"], "--seeds: expected distinct integers, got none"),
+        (["--arms", "a", "--extra", "--margin", "3"], "--extra --margin: set by the protocol's arms"),
+        (["--quick", "--extra", "--data_dir", "/nonexistent/cifar"], "data_dir /nonexistent/cifar"),
+        (["--quick", "--extra", "--topm_weibit_m", "0"], "topm_weibit_m must be an integer >= 1, got 0"),
+        (["--arms", "x", "--nonsense"], "unrecognized arguments: --nonsense"),
+    ],
+)
+def test_a_bad_option_is_one_error_line_before_any_run(options, message, tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        pp.main([*options[:1], *options[1:], "--runs_dir", str(tmp_path / "runs")] if "--extra" not in options
+                else ["--runs_dir", str(tmp_path / "runs"), *options])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+    assert not (tmp_path / "runs").exists()
+
+
+def _scores(val: dict[tuple[str, int], float], test: dict[tuple[str, int], float]) -> dict:
+    return {key: {"mean": {"val": {m: v for m in pp.METRICS}, "test": {m: test[key] for m in pp.METRICS}}}
+            for key, v in val.items()}  # fmt: skip
+
+
+def test_the_best_of_arm_takes_the_best_mean_validation_figure_among_complete_configurations() -> None:
+    arm = pp.ARMS["d"]
+    settings = [pp.Setting("weince", False, (("margin", m),)) for m in (0.0, 2.0, 6.0)]
+    names = [s.name for s in settings]
+    # margin 6 has the best validation mean but lacks seed 1: the complete ones are chosen among
+    val = {(names[0], 0): 50.0, (names[0], 1): 54.0, (names[1], 0): 53.0, (names[1], 1): 52.0, (names[2], 0): 90.0}
+    test = {key: 10.0 * i for i, key in enumerate(val)}
+    chosen = pp.select(arm, settings, _scores(val, test), seeds=[0, 1])
+    assert chosen["R@1"]["run"] == names[1] and chosen["R@1"]["complete"]  # 52.5 > 52.0
+    assert chosen["R@1"]["test"] == {0: 20.0, 1: 30.0} and chosen["R@1"]["config"] == "margin 2"
+    # without any complete configuration: the best of all that exist
+    partial = {k: v for k, v in val.items() if k[1] == 0}
+    chosen = pp.select(arm, settings, _scores(partial, {k: 1.0 for k in partial}), seeds=[0, 1])
+    assert chosen["R@1"]["run"] == names[2] and not chosen["R@1"]["complete"]
+
+
+def test_a_run_is_skipped_when_finished_resumed_when_killed_and_restarted_when_it_saved_nothing(
+    tmp_path, monkeypatch
+) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(pp, "run_module", lambda module, argv, log: calls.append(list(argv)))
+    args = pp.parse_args(["--quick", "--runs_dir", str(tmp_path)])
+    setting = pp.arm_settings(pp.ARMS["a"], args, 0.5)[0]
+    done, killed, early, fresh = (tmp_path / n for n in ("done", "killed", "early", "fresh"))
+    done.mkdir()
+    (done / "results.json").write_text("{}")
+    ckpt = killed / "checkpoint-3"
+    ckpt.mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text("{}")  # a checkpoint of an earlier version: complete
+    early.mkdir()
+    (early / "run_config.yaml").write_text("loss: infonce\n")
+    statuses = [pp.train_if_needed(args, setting, 0, folder) for folder in (done, killed, early, fresh)]
+    assert statuses == ["trained before", "resumed", "restarted", "trained"]
+    assert calls[0][-2:] == ["--resume_from_checkpoint", "last"]
+    assert calls[1][-2:] == ["--overwrite_output_dir", "true"]
+    assert "--resume_from_checkpoint" not in calls[2] and "--overwrite_output_dir" not in calls[2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_quick_runs_every_arm_and_a_second_call_reuses_every_run(tmp_path, capsys) -> None:
+    data = write_cifar10_zips(tmp_path / "data", train_per_class=10, test_per_class=4)
+    out = tmp_path / "protocol"
+    argv = ["--quick", "--runs_dir", str(tmp_path / "runs"), "--out", str(out), "--extra", "--data_dir", str(data)]
+    assert pp.main(argv) == 0
+    summary = json.loads(out.with_suffix(".json").read_text())
+    assert list(summary["arms"]) == ["a", "b", "c", "d", "e", "f"]
+    assert set(summary["differences"]) == {"(c)-(a)", "(b)-(a)", "(e)-(b)", "(d)-(c)", "(e)-(f)"}
+    # (c) is the centre of (d)'s grid: one run, the same figures; a selected configuration is a grid point
+    c, d = summary["arms"]["c"]["selected"], summary["arms"]["d"]["selected"]
+    assert c["R@1"]["run"] == "weince_margin2_kappa_rho10_kappa_aic1"
+    assert d["R@1"]["config"] in ("margin 2, kappa_rho 10, kappa_aic 0.5", "margin 2, kappa_rho 10, kappa_aic 1")
+    diff = summary["differences"]["(c)-(a)"]["R@1"]
+    a_test, c_test = summary["arms"]["a"]["selected"]["R@1"]["test"], c["R@1"]["test"]
+    assert diff["per_seed"] == [c_test[s] - a_test[s] for s in ("0", "1")]
+    assert "| (e)−(f): WEINCE vs InfoNCE at the same tuning budget |" in out.with_suffix(".md").read_text()
+    assert out.with_suffix(".png").stat().st_size > 5000
+    runs = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    assert len(runs) == 14  # 2 seeds × (a, b, c/d × 2, e × 2, f's other point)
+    scores = json.loads((tmp_path / "runs" / runs[0] / "protocol.json").read_text())
+    assert scores["eval_seeds"] == [1, 2] and set(scores["per_seed"]) == {"1", "2"}
+    first = out.with_suffix(".json").read_text()
+    capsys.readouterr()
+    assert pp.main(argv) == 0  # restarted: every run is reused, the same table
+    assert capsys.readouterr().out.count("trained before") == 14
+    assert out.with_suffix(".json").read_text() == first
