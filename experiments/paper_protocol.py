@@ -3,7 +3,8 @@
     .venv/bin/python -m experiments.paper_protocol                       # the paper's grid (GPU: paper_protocol.sh)
     .venv/bin/python -m experiments.paper_protocol --quick               # a size a test runs (tiny data, 2 seeds)
     .venv/bin/python -m experiments.paper_protocol --config configs/vision/cpu_proxy_cifar10.yaml \\
-        --arms a b c e0 --seeds 0 1 2 --eval_seeds 1 2 3 --extra --num_train_epochs 4   # the CPU proxy run
+        --arms a b c e0 --seeds 0 1 2 --runs_dir outputs/experiments/paper_protocol_cpu \\
+        --out experiments/results/paper_protocol_cpu --extra --num_train_epochs 4   # the CPU proxy run
 
 The paper's WEINCE number (hsme98/weince, ``slurm/submit_cifar100_r18_*.slurm``, ``scripts/aggregate_table23_r18.py``)
 mixes three things: the per-anchor blend, two extra top-M hard-negative terms that only the WEINCE arm has, and a
@@ -28,8 +29,9 @@ validation figure; among the configurations with every seed (all of them if none
 separately for each metric; its test figures are reported. The paired differences (same encoder seeds) isolate
 each factor: (c)−(a) the blend, (b)−(a) the terms, (e)−(b) blend and grid given the terms, (d)−(c) the grid,
 (e)−(f) WEINCE against InfoNCE at the same tuning budget. Writes ``{out}.md``, ``{out}.json`` and ``{out}.png``.
-Restartable: a finished run (``protocol.json`` in its folder) is skipped, a killed one resumes from its last
-checkpoint.
+Restartable: a finished run (``results.json`` in its folder; its held-out scores in ``protocol.json``) is
+skipped, a killed one resumes from its last checkpoint; a folder that holds a run of other settings (another
+config or ``--extra``) is refused, not reused.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -49,6 +52,7 @@ import yaml
 from experiments.common import REPO, mean_std, run_module
 
 PAPER_CONFIG, QUICK_CONFIG = "cifar100_resnet18_authors.yaml", "cpu_proxy_cifar10.yaml"
+RESULTS = "experiments/results/paper_protocol"
 ARM_NAMES = ("a", "b", "c", "d", "e", "f", "e0")
 WEINCE_KNOBS = ("margin", "kappa_rho", "kappa_aic")
 INFONCE_KNOBS = ("temperature", "topm_softmax_weight", "topm_weibit_weight")
@@ -126,18 +130,32 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--grid_temperature", type=float, nargs="*", default=[0.25, 0.5, 1.0], help="grid of arm (f)")
     ap.add_argument("--grid_softmax_weight", type=float, nargs="*", default=[0.25, 0.5, 1.0], help="grid of (f)")
     ap.add_argument("--grid_weibit_weight", type=float, nargs="*", default=[0.25, 0.5, 1.0], help="grid of (f)")
-    ap.add_argument("--runs_dir", default=str(REPO / "outputs/experiments/paper_protocol"))
-    ap.add_argument("--out", default=str(REPO / "experiments/results/paper_protocol"))
+    ap.add_argument(
+        "--runs_dir",
+        default=None,
+        help="the runs' folders (default: outputs/experiments/paper_protocol, with --quick paper_protocol_quick)",
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="table, JSON and plot prefix (default: experiments/results/"
+        "paper_protocol; with --quick under the runs' folder)",
+    )
     ap.add_argument("--quick", action="store_true", help="2 seeds, 2-point grids, 1 training step per run")
     ap.add_argument("--dry_run", action="store_true", help="list the runs and stop")
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="overrides for every run (must come last)")
     args = ap.parse_args(argv)
     if args.config is None:
         args.config = str(REPO / "configs/vision" / (QUICK_CONFIG if args.quick else PAPER_CONFIG))
+    if args.runs_dir is None:
+        args.runs_dir = str(REPO / "outputs/experiments" / ("paper_protocol_quick" if args.quick else "paper_protocol"))
+    if args.out is None:
+        args.out = str(Path(args.runs_dir) / "paper_protocol") if args.quick else str(REPO / RESULTS)
     check_args(args)
-    if args.quick:
+    if args.quick:  # its sizes, where the command line did not choose others
         for name, value in QUICK.items():
-            setattr(args, name, value)
+            if getattr(args, name) == ap.get_default(name):
+                setattr(args, name, value)
         args.extra = [*QUICK_TRAINING, *args.extra]
     return args
 
@@ -153,8 +171,8 @@ def check_args(args: argparse.Namespace) -> None:
         fail(f"--arms: an arm is given twice ({' '.join(args.arms)})")
     for name in ("seeds", "eval_seeds"):
         values = getattr(args, name)
-        if not values or len(set(values)) != len(values):
-            fail(f"--{name}: expected distinct integers, got {values or 'none'}")
+        if not values or len(set(values)) != len(values) or min(values) < 0:
+            fail(f"--{name}: expected distinct integers >= 0, got {values or 'none'}")
     if not 0 < args.val_ratio < 1:
         fail(f"--val_ratio {args.val_ratio}: expected a number in (0, 1)")
     grids = {"weince": ("grid_margin", "grid_kappa_rho", "grid_kappa_aic"),
@@ -177,7 +195,7 @@ def check_args(args: argparse.Namespace) -> None:
     # The arms' own knobs; the others (beta_mode, the terms' M, ...) an --extra may change for every arm alike.
     owned = {*WEINCE_KNOBS, *INFONCE_KNOBS, *NO_TERMS, *EVERY_RUN, "loss", "seed", "output_dir"}
     for token in args.extra:
-        if token.startswith("--") and token[2:] in owned:
+        if token.startswith("--") and token[2:].split("=", 1)[0] in owned:
             fail(f"--extra {token}: set by the protocol's arms; change it through the driver's own options")
 
 
@@ -277,10 +295,40 @@ def validate_runs(args: argparse.Namespace, runs: list[tuple[Setting, int]]) -> 
         fail(f"data_dir {data_args.data_dir} ({root}): no such folder; expected the {data_args.dataset} images there")
 
 
+# The training settings a run's folder is compared on besides the model, data and loss groups (run_config.yaml).
+TRAINING_KEYS = ("seed", "num_train_epochs", "max_steps", "per_device_train_batch_size", "learning_rate",
+                 "weight_decay", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "max_grad_norm", "precision",
+                 "gradient_accumulation_steps", "cpu_threads", "dataloader_num_workers")  # fmt: skip
+
+
+def check_same_settings(folder: Path, argv: list[str]) -> None:
+    """Refuse (one ``error:`` line) a folder whose ``run_config.yaml`` records other settings than ``argv``'s: a
+    run of another config or ``--extra`` must not be reused or resumed under this one's name."""
+    saved_path = folder / "run_config.yaml"
+    if not saved_path.is_file():
+        return
+    from simcse_weince.cli.train_vision import ARG_GROUPS
+    from simcse_weince.training.config import parse_config, to_plain
+
+    saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
+    groups = dict(zip(("model", "data", "loss", "training"), parse_config(ARG_GROUPS, argv), strict=True))
+    now = {name: to_plain(group) for name, group in groups.items()}
+    for name in ("model", "data", "loss", "training"):
+        group = saved.get(name) if isinstance(saved.get(name), dict) else {}
+        keys = TRAINING_KEYS if name == "training" else sorted(set(now[name]) | set(group))
+        for key in keys:
+            before, after = group.get(key), now[name].get(key)
+            if before != after:
+                fail(f"{folder} holds a run with {key} {before!r}, not {after!r} as now; use another --runs_dir "
+                     "or remove that folder")  # fmt: skip
+
+
 def train_if_needed(args: argparse.Namespace, setting: Setting, seed: int, folder: Path) -> str:
-    """Train a run unless it finished; a killed run resumes from its last complete checkpoint."""
+    """Train a run unless it finished; a killed run resumes from its last complete checkpoint; a folder of other
+    settings is refused."""
     from simcse_weince.training.run import latest_complete_checkpoint
 
+    check_same_settings(folder, run_argv(args, setting, seed, folder))
     if (folder / "results.json").is_file():
         return "trained before"
     argv = run_argv(args, setting, seed, folder)
@@ -300,7 +348,10 @@ def evaluate_run(args: argparse.Namespace, setting: Setting, seed: int, folder: 
     """The held-out scores of a run's last model (cached in ``protocol.json``): per evaluation seed and their mean."""
     path = folder / "protocol.json"
     if path.is_file():
-        saved = json.loads(path.read_text())
+        try:
+            saved = json.loads(path.read_text())
+        except json.JSONDecodeError:  # unreadable: scored again
+            saved = {}
         if saved.get("eval_seeds") == list(args.eval_seeds) and saved.get("val_ratio") == args.val_ratio:
             return saved
     import torch
@@ -325,14 +376,24 @@ def evaluate_run(args: argparse.Namespace, setting: Setting, seed: int, folder: 
     bs = train_args.per_device_eval_batch_size
     tr_f, tr_y = extract_features(model, probe_train, bs, device)
     te_f, te_y = extract_features(model, probe_test, bs, device)
-    per_seed = {str(s): heldout_scores(tr_f, tr_y, te_f, te_y, num_classes, s, args.val_ratio) for s in args.eval_seeds}
+    if bool(torch.isfinite(tr_f).all()) and bool(torch.isfinite(te_f).all()):
+        per_seed = {
+            str(s): heldout_scores(tr_f, tr_y, te_f, te_y, num_classes, s, args.val_ratio) for s in args.eval_seeds
+        }
+    else:  # a diverged run: its figures are NaN, and no selection takes it
+        print(f"warning: {folder}: the model's features are not finite; its figures are NaN", flush=True)
+        per_seed = {
+            str(s): {part: dict.fromkeys(METRICS, math.nan) for part in ("val", "test")} for s in args.eval_seeds
+        }
     n = len(args.eval_seeds)
     mean = {
         part: {m: float(sum(per_seed[str(s)][part][m] for s in args.eval_seeds) / n) for m in METRICS}
         for part in ("val", "test")
     }
     result = {"eval_seeds": list(args.eval_seeds), "val_ratio": args.val_ratio, "per_seed": per_seed, "mean": mean}
-    path.write_text(json.dumps(result, indent=2))
+    partial = path.with_suffix(".json.tmp")  # written whole, then renamed: a kill never leaves half a file
+    partial.write_text(json.dumps(result, indent=2))
+    os.replace(partial, path)
     return result
 
 
@@ -347,8 +408,10 @@ def select(arm: Arm, settings: list[Setting], scores: dict, seeds: list[int]) ->
             continue
 
         def val_mean(s: Setting, m: str = m) -> float:
+            """The mean validation figure over the seeds present; -inf for a diverged (NaN) configuration."""
             vals = [scores[s.name, seed]["mean"]["val"][m] for seed in seeds if (s.name, seed) in scores]
-            return sum(vals) / len(vals)
+            mean = sum(vals) / len(vals)
+            return mean if math.isfinite(mean) else -math.inf
 
         best = max(candidates, key=val_mean)  # the first of equals, in grid order
         test = {seed: scores[best.name, seed]["mean"]["test"][m] for seed in seeds if (best.name, seed) in scores}

@@ -1,6 +1,6 @@
 """simcse-weince: SimCSE (unsupervised and supervised) and SimCLR with the WEINCE loss, evaluation and diagnostics."""
 
-from simcse_weince.losses import InfoNCELoss, WeinceLoss
+from simcse_weince.losses import InfoNCELoss, TopMConfig, WeinceLoss
 
 __version__ = "0.1.0"
-__all__ = ["InfoNCELoss", "WeinceLoss", "__version__"]
+__all__ = ["InfoNCELoss", "TopMConfig", "WeinceLoss", "__version__"]

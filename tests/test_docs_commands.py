@@ -251,6 +251,16 @@ def check_experiment(module_name: str, args: list[str]) -> None:
         check_training("text", [ns.config, *ns.extra])
     elif name in ("vision_cpu", "vision_batch"):
         check_training("vision", [ns.config, *getattr(ns, "extra", [])])
+    elif name == "paper_protocol":
+        from experiments import paper_protocol
+
+        if ns.config is None:
+            ns.config = str(REPO / "configs/vision" / paper_protocol.PAPER_CONFIG)
+        try:
+            paper_protocol.check_args(ns)
+        except SystemExit:
+            raise CommandError(f"{module_name}: its options were refused (see the error line above)") from None
+        check_training("vision", [ns.config, *ns.extra])
     elif name == "gpu_check":
         from experiments.gpu_check import CHECKS
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-from simcse_weince.losses.distributed import rank_and_world_size
 from simcse_weince.losses.layout import BatchKind, Layout, Negatives, ScoreMatrix, score_matrix, validate_layout
 from simcse_weince.losses.topm import TopMConfig, TopMTerms
 
@@ -56,8 +56,9 @@ class ContrastiveLoss(nn.Module):
         gather_across_devices: score local anchors against the candidates of all processes.
         hard_negative_weight: SimCSE's w, a finite number (0, SimCSE's default, adds nothing); it acts only
             when ``negatives`` are given, and must be 0 for ``"ntxent"``.
-        terms: the WEINCE authors' extra top-M terms (:mod:`~simcse_weince.losses.topm`), added to the loss when
-            one of their weights is > 0; ``None`` or zero weights (the default) add nothing. They read the
+        terms: the WEINCE authors' extra top-M terms (:mod:`~simcse_weince.losses.topm`; a :class:`TopMConfig` or
+            its fields as a mapping), added to the loss when one of their weights is > 0; ``None`` or zero weights
+            (the default) add nothing. They read the
             unweighted scores (w never enters them) and, with gathering, the global batch's M hardest negatives
             and global tail.
     """
@@ -68,7 +69,7 @@ class ContrastiveLoss(nn.Module):
         layout: Layout = "simcse",
         gather_across_devices: bool = False,
         hard_negative_weight: float = 0.0,
-        terms: TopMConfig | None = None,
+        terms: TopMConfig | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         check_positive("temperature", temperature)
@@ -78,7 +79,9 @@ class ContrastiveLoss(nn.Module):
         self.layout = layout
         self.gather_across_devices = bool(gather_across_devices)
         self._hard_negative_weight = float(hard_negative_weight)
-        self.terms = TopMTerms(terms, self.gather_across_devices) if terms is not None and terms.active else None
+        if isinstance(terms, Mapping):  # as get_config_dict writes it
+            terms = TopMConfig(**terms)
+        self.terms = TopMTerms(terms) if terms is not None and terms.active else None
         # Detached per-batch diagnostics of the last forward (tensors; reading them is the caller's sync).
         self.last_diagnostics: dict[str, torch.Tensor] = {}
 
@@ -130,11 +133,11 @@ class ContrastiveLoss(nn.Module):
             anchors, positives, self.layout, negative_mask, self.gather_across_devices, negatives=negatives,
             absent_negatives=absent_negatives,
         )  # fmt: skip
+        self.last_diagnostics = {}  # this batch's only
         with torch.autocast(lay.scores.device.type, enabled=False):
             loss = self.loss_from_scores(lay)
             if self.terms is not None:
-                world = rank_and_world_size()[1] if self.gather_across_devices else 1
-                extra, diagnostics = self.terms(lay, self.temperature, world)
+                extra, diagnostics = self.terms(lay, self.temperature)
                 loss = loss + extra
                 self.last_diagnostics = {**self.last_diagnostics, **diagnostics}
             return loss
@@ -152,8 +155,8 @@ class ContrastiveLoss(nn.Module):
         # Only when set: w = 0 (SimCSE's default) leaves the unsupervised configurations and cards as they were.
         if self.hard_negative_weight:
             out["hard_negative_weight"] = self.hard_negative_weight
-        if self.terms is not None:  # likewise only when a term is on
-            out.update(dataclasses.asdict(self.terms.config))
+        if self.terms is not None:  # likewise only when a term is on; the constructor takes it back
+            out["terms"] = dataclasses.asdict(self.terms.config)
         return out
 
     def extra_repr(self) -> str:

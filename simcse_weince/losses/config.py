@@ -1,8 +1,9 @@
-"""The WEINCE knobs, each written once: its default, its range and its help text.
+"""The loss knobs, each written once: its default, its range and its help text.
 
-:class:`WeinceConfig` is the single owner of the loss settings. :class:`~simcse_weince.losses.weince.WeinceLoss`
-takes one, :func:`~simcse_weince.losses.stats.anchor_statistics` reads one, and the training arguments
-(``LossArguments``) and the ``simcse-diagnose`` flags are derived from its fields, so a default, a range or a
+:class:`WeinceConfig` is the single owner of WEINCE's settings and :class:`TopMConfig` of those of the authors'
+extra top-M terms. :class:`~simcse_weince.losses.weince.WeinceLoss` takes one of each,
+:func:`~simcse_weince.losses.stats.anchor_statistics` reads the first, and the training arguments
+(``LossArguments``) and the ``simcse-diagnose`` flags are derived from their fields, so a default, a range or a
 help text is changed here and nowhere else.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import field
 from typing import Any, Literal, get_args, get_type_hints
@@ -191,3 +193,139 @@ def _number_type(hint: Any) -> type | None:
 _NUMBER_TYPES: dict[str, type] = {
     name: kind for name, hint in get_type_hints(WeinceConfig).items() if (kind := _number_type(hint)) is not None
 }
+
+
+# ---- the authors' extra top-M terms ------------------------------------------------------------------------
+def _real(name: str, value: Any) -> None:
+    """``ValueError`` unless ``value`` is a real number (not a bool, not a string)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+
+
+def _weight(name: str, value: Any, cfg: Any) -> None:
+    _real(name, value)
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0 (0 = off), got {value!r}")
+
+
+def _count(name: str, value: Any, cfg: Any) -> None:
+    _real(name, value)
+    if not math.isfinite(value) or int(value) != value or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _positive_finite(name: str, value: Any, cfg: Any) -> None:
+    _real(name, value)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _clamp(name: str, value: Any, cfg: Any) -> None:
+    _real(name, value)
+    if not 0 < cfg.topm_beta_min <= cfg.topm_beta_max < math.inf:
+        raise ValueError(
+            f"topm_beta_min and topm_beta_max must satisfy 0 < topm_beta_min <= topm_beta_max < inf, got "
+            f"{(cfg.topm_beta_min, cfg.topm_beta_max)!r}"
+        )
+
+
+def _fraction(name: str, value: Any, cfg: Any) -> None:
+    _real(name, value)
+    if not 0 < value <= 1:
+        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+
+
+def _unit(name: str, value: Any, cfg: Any) -> None:
+    _real(name, value)
+    if not 0 <= value <= 1:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+
+
+def _momentum(name: str, value: Any, cfg: Any) -> None:
+    _real(name, value)
+    if not 0 <= value < 1:
+        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+
+
+def _boolean(name: str, value: Any, cfg: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TopMConfig:
+    r"""The knobs of the WEINCE authors' two extra top-M terms (:mod:`~simcse_weince.losses.topm`, which states
+    their math), validated at construction (``ValueError`` naming the value and its range).
+
+    Every field is prefixed ``topm_`` so that this config and :class:`WeinceConfig` never share a name. The
+    defaults are the authors' settings of the paper's runs, except the two weights, which are 0 (off).
+
+    Attributes:
+        topm_softmax_weight: w_sm ≥ 0 of the top-M softmax cross-entropy (the authors' ``pl_lambda``); 0 = off.
+        topm_softmax_m: M of that term (``pl_top_m``), an integer ≥ 1 (at most the anchor's negatives are used).
+        topm_weibit_weight: w_wb ≥ 0 of the top-M Weibit cross-entropy (``weib_lambda``); 0 = off.
+        topm_weibit_m: M of that term (``weib_top_m``).
+        topm_beta_auto: β_t from the global tail fit with the R² gate and the running mean (``auto_weib_beta``);
+            false = ``topm_beta_init`` throughout.
+        topm_beta_init: the first (or fixed) β_t > 0 (``weib_beta``).
+        topm_beta_min: lower clamp of β̂ before the running mean.
+        topm_beta_max: upper clamp of β̂.
+        topm_tail_frac: share of all the batch's negatives in the global tail, in (0, 1] (``tail_frac``).
+        topm_min_tail_points: lower bound on the global tail size (``min_tail_points``).
+        topm_beta_momentum: m of the running mean, in [0, 1) (``beta_ema_momentum``).
+        topm_r2_min: the R² a fit needs to move β_t, in [0, 1] (``r2_min``).
+
+    Example:
+        >>> TopMConfig(topm_softmax_weight=0.5, topm_weibit_weight=0.5).active
+        True
+        >>> TopMConfig().active  # the default: no extra term
+        False
+    """
+
+    topm_softmax_weight: float = field(
+        default=0.0, metadata=knob(_weight, "Weight of the top-M softmax cross-entropy (authors' pl_lambda); 0 = off.")
+    )
+    topm_softmax_m: int = field(
+        default=50, metadata=knob(_count, "M of the top-M softmax term: the M hardest negatives of each anchor.")
+    )
+    topm_weibit_weight: float = field(
+        default=0.0, metadata=knob(_weight, "Weight of the top-M Weibit cross-entropy (authors' weib_lambda); 0 = off.")
+    )
+    topm_weibit_m: int = field(
+        default=50, metadata=knob(_count, "M of the top-M Weibit term: the M hardest negatives of each anchor.")
+    )
+    topm_beta_auto: bool = field(
+        default=True,
+        metadata=knob(
+            _boolean, "Weibit term's β from the batch's global tail fit (R² gate, running mean); false = beta_init."
+        ),
+    )
+    topm_beta_init: float = field(
+        default=4.0, metadata=knob(_positive_finite, "First (or, without auto, fixed) β of the Weibit term, > 0.")
+    )
+    topm_beta_min: float = field(default=0.5, metadata=knob(_clamp, "Lower clamp of the Weibit term's β̂, > 0."))
+    topm_beta_max: float = field(default=16.0, metadata=knob(_clamp, "Upper clamp of the Weibit term's β̂."))
+    topm_tail_frac: float = field(
+        default=0.05, metadata=knob(_fraction, "Share of all the batch's negatives in the global tail, in (0, 1].")
+    )
+    topm_min_tail_points: int = field(
+        default=1024, metadata=knob(_count, "Lower bound (>= 1) on the size of the global tail.")
+    )
+    topm_beta_momentum: float = field(
+        default=0.9, metadata=knob(_momentum, "Momentum m of the Weibit term's running β, in [0, 1).")
+    )
+    topm_r2_min: float = field(default=0.85, metadata=knob(_unit, "R² a tail fit needs to move β, in [0, 1]."))
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            f.metadata["check"](f.name, getattr(self, f.name), self)
+        for name in ("topm_softmax_m", "topm_weibit_m", "topm_min_tail_points"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+        for f in dataclasses.fields(self):
+            if f.type in ("float", float):
+                object.__setattr__(self, f.name, float(getattr(self, f.name)))
+
+    @property
+    def active(self) -> bool:
+        """Whether any term has a weight (a config without one adds nothing and is left out of cards)."""
+        return self.topm_softmax_weight > 0 or self.topm_weibit_weight > 0

@@ -24,148 +24,25 @@ is ``beta_init``. Without ``auto`` β_t is ``beta_init`` throughout. The fit is 
 trained), in float64, and runs only in a forward with gradient enabled (a training step); an evaluation uses the
 current β_t and leaves it.
 
-:class:`TopMConfig` owns the knobs (default, range, help text), as :class:`~simcse_weince.losses.config.WeinceConfig`
-does WEINCE's; the training arguments are generated from both. Every field is prefixed ``topm_`` so that the two
-configs never share a name. The defaults are the authors' settings of the paper's runs, except the two weights,
-which are 0 (off).
+:class:`~simcse_weince.losses.config.TopMConfig` owns the knobs (default, range, help text), as
+:class:`~simcse_weince.losses.config.WeinceConfig` does WEINCE's; the training arguments are generated from both.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Callable
-from dataclasses import field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simcse_weince.losses.config import knob
-from simcse_weince.losses.distributed import all_gather_no_grad
+from simcse_weince.losses.config import TopMConfig
+from simcse_weince.losses.distributed import all_gather_no_grad, rank_and_world_size
 from simcse_weince.losses.layout import ScoreMatrix
 
 EPS = 1e-6  # the shortfall floor and the score cap 1 − ε of the Weibit logits (the authors' eps)
 MIN_TAIL = 10  # fewer tail points than this: no fit, β_t is kept (the authors' guard)
-
-
-def _weight(name: str, value: Any, cfg: TopMConfig) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0 (0 = off), got {value!r}")
-
-
-def _count(name: str, value: Any, cfg: TopMConfig) -> None:
-    if int(value) != value or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _positive_finite(name: str, value: Any, cfg: TopMConfig) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-
-
-def _clamp(name: str, value: Any, cfg: TopMConfig) -> None:
-    if not 0 < cfg.topm_beta_min <= cfg.topm_beta_max < math.inf:
-        raise ValueError(
-            f"topm_beta_min and topm_beta_max must satisfy 0 < topm_beta_min <= topm_beta_max < inf, got "
-            f"{(cfg.topm_beta_min, cfg.topm_beta_max)!r}"
-        )
-
-
-def _fraction(name: str, value: Any, cfg: TopMConfig) -> None:
-    if not 0 < value <= 1:
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
-
-
-def _unit(name: str, value: Any, cfg: TopMConfig) -> None:
-    if not 0 <= value <= 1:
-        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-
-
-def _momentum(name: str, value: Any, cfg: TopMConfig) -> None:
-    if not 0 <= value < 1:
-        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-
-
-def _boolean(name: str, value: Any, cfg: TopMConfig) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-
-
-@dataclasses.dataclass(frozen=True)
-class TopMConfig:
-    r"""The two extra terms' knobs, validated at construction (``ValueError`` naming the value and its range).
-
-    Attributes:
-        topm_softmax_weight: w_sm ≥ 0 of the top-M softmax cross-entropy (the authors' ``pl_lambda``); 0 = off.
-        topm_softmax_m: M of that term (``pl_top_m``), an integer ≥ 1 (at most the anchor's negatives are used).
-        topm_weibit_weight: w_wb ≥ 0 of the top-M Weibit cross-entropy (``weib_lambda``); 0 = off.
-        topm_weibit_m: M of that term (``weib_top_m``).
-        topm_beta_auto: β_t from the global tail fit with the R² gate and the running mean (``auto_weib_beta``);
-            false = ``topm_beta_init`` throughout.
-        topm_beta_init: the first (or fixed) β_t > 0 (``weib_beta``).
-        topm_beta_min: lower clamp of β̂ before the running mean.
-        topm_beta_max: upper clamp of β̂.
-        topm_tail_frac: share of all the batch's negatives in the global tail, in (0, 1] (``tail_frac``).
-        topm_min_tail_points: lower bound on the global tail size (``min_tail_points``).
-        topm_beta_momentum: m of the running mean, in [0, 1) (``beta_ema_momentum``).
-        topm_r2_min: the R² a fit needs to move β_t, in [0, 1] (``r2_min``).
-
-    Example:
-        >>> TopMConfig(topm_softmax_weight=0.5, topm_weibit_weight=0.5).active
-        True
-        >>> TopMConfig().active  # the default: no extra term
-        False
-    """
-
-    topm_softmax_weight: float = field(
-        default=0.0, metadata=knob(_weight, "Weight of the top-M softmax cross-entropy (authors' pl_lambda); 0 = off.")
-    )
-    topm_softmax_m: int = field(
-        default=50, metadata=knob(_count, "M of the top-M softmax term: the M hardest negatives of each anchor.")
-    )
-    topm_weibit_weight: float = field(
-        default=0.0, metadata=knob(_weight, "Weight of the top-M Weibit cross-entropy (authors' weib_lambda); 0 = off.")
-    )
-    topm_weibit_m: int = field(
-        default=50, metadata=knob(_count, "M of the top-M Weibit term: the M hardest negatives of each anchor.")
-    )
-    topm_beta_auto: bool = field(
-        default=True,
-        metadata=knob(
-            _boolean, "Weibit term's β from the batch's global tail fit (R² gate, running mean); false = beta_init."
-        ),
-    )
-    topm_beta_init: float = field(
-        default=4.0, metadata=knob(_positive_finite, "First (or, without auto, fixed) β of the Weibit term, > 0.")
-    )
-    topm_beta_min: float = field(default=0.5, metadata=knob(_clamp, "Lower clamp of the Weibit term's β̂, > 0."))
-    topm_beta_max: float = field(default=16.0, metadata=knob(_clamp, "Upper clamp of the Weibit term's β̂."))
-    topm_tail_frac: float = field(
-        default=0.05, metadata=knob(_fraction, "Share of all the batch's negatives in the global tail, in (0, 1].")
-    )
-    topm_min_tail_points: int = field(
-        default=1024, metadata=knob(_count, "Lower bound (>= 1) on the size of the global tail.")
-    )
-    topm_beta_momentum: float = field(
-        default=0.9, metadata=knob(_momentum, "Momentum m of the Weibit term's running β, in [0, 1).")
-    )
-    topm_r2_min: float = field(default=0.85, metadata=knob(_unit, "R² a tail fit needs to move β, in [0, 1]."))
-
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            f.metadata["check"](f.name, getattr(self, f.name), self)
-        for name in ("topm_softmax_m", "topm_weibit_m", "topm_min_tail_points"):
-            object.__setattr__(self, name, int(getattr(self, name)))
-        for f in dataclasses.fields(self):
-            if f.type in ("float", float):
-                object.__setattr__(self, f.name, float(getattr(self, f.name)))
-
-    @property
-    def active(self) -> bool:
-        """Whether any term has a weight (a config without one adds nothing and is left out of cards)."""
-        return self.topm_softmax_weight > 0 or self.topm_weibit_weight > 0
 
 
 class TailFit(NamedTuple):
@@ -242,25 +119,31 @@ def top_m_cross_entropy(positive: torch.Tensor, hardest: torch.Tensor) -> torch.
 
 class TopMTerms(nn.Module):
     """The two terms of one loss, with the Weibit term's running β_t as a buffer (``beta_t``, saved with
-    checkpoints through the loss's ``state_dict``)."""
+    checkpoints through the loss's ``state_dict``).
 
-    def __init__(self, config: TopMConfig, gather_across_devices: bool = False) -> None:
+    In a process group β_t is one value for all processes, with or without gathered candidates: the fit pools the
+    tails of every process (each contributes its k_tail smallest shortfalls), so a resume from any process's
+    checkpoint is exact.
+    """
+
+    def __init__(self, config: TopMConfig) -> None:
         super().__init__()
         self.config = config
-        self.gather_across_devices = gather_across_devices
         self.register_buffer("beta_t", torch.tensor(config.topm_beta_init, dtype=torch.float64))
         self.last_fit: TailFit | None = None
 
     @torch.no_grad()
-    def batch_beta(self, lay: ScoreMatrix, num_anchors_global: int) -> torch.Tensor:
-        """β_t of this batch (module docstring); moves the running value in a forward with gradient."""
+    def batch_beta(self, lay: ScoreMatrix) -> torch.Tensor:
+        """β_t after this batch's fit (module docstring): the running value moved by a trusted fit, else kept."""
         cfg = self.config
+        self.last_fit = None
         if not cfg.topm_beta_auto:
             return self.beta_t
         stat = lay.scores.detach().masked_fill(lay.user_mask, -1.0)
         stat = stat.masked_fill(lay.self_mask | lay.positive_mask, float("-inf"))
-        gather = all_gather_no_grad if self.gather_across_devices else None
-        fit = global_tail_fit(stat, num_anchors_global * lay.num_negatives, cfg, gather)
+        world = rank_and_world_size()[1]  # every process holds as many anchors, each with K negatives
+        gather = all_gather_no_grad if world > 1 else None
+        fit = global_tail_fit(stat, world * lay.scores.shape[0] * lay.num_negatives, cfg, gather)
         self.last_fit = fit
         if fit is None:
             return self.beta_t
@@ -268,10 +151,14 @@ class TopMTerms(nn.Module):
             cfg.topm_beta_min, cfg.topm_beta_max
         )
         trusted = (fit.r2 >= cfg.topm_r2_min) & (fit.beta_hat > 0)
-        return torch.where(trusted, moved, self.beta_t.to(moved.device))
+        return torch.where(trusted, moved, self.beta_t)
 
-    def forward(self, lay: ScoreMatrix, temperature: float, world_size: int = 1) -> tuple[torch.Tensor, dict]:
-        """The weighted sum of the active terms and their diagnostics (0-d detached tensors)."""
+    def forward(self, lay: ScoreMatrix, temperature: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The weighted sum of the active terms and their diagnostics (0-d detached tensors).
+
+        With gradient enabled (a training step) the Weibit term's β_t moves with this batch's fit first; without
+        (an evaluation) the current β_t is used and kept.
+        """
         cfg = self.config
         total = lay.scores.new_zeros(())
         diagnostics: dict[str, torch.Tensor] = {}
@@ -283,10 +170,9 @@ class TopMTerms(nn.Module):
         if cfg.topm_weibit_weight > 0:
             if self.beta_t.device != lay.scores.device:  # the loss is no submodule of the model: follow the scores
                 self.beta_t = self.beta_t.to(lay.scores.device)
-            if torch.is_grad_enabled():  # a training step: this batch's fit moves β_t
-                with torch.no_grad():
-                    self.beta_t.copy_(self.batch_beta(lay, world_size * lay.scores.shape[0]))
-            else:  # an evaluation: the current β_t, unchanged
+            if torch.is_grad_enabled():
+                self.beta_t.copy_(self.batch_beta(lay))
+            else:
                 self.last_fit = None
             beta = self.beta_t.clone()
             positive, hardest = top_m_hardest(lay, cfg.topm_weibit_m)
@@ -295,7 +181,9 @@ class TopMTerms(nn.Module):
             total = total + cfg.topm_weibit_weight * term
             diagnostics["topm_weibit_loss"] = term.detach()
             diagnostics["topm_beta"] = beta.detach().float()
-            if self.last_fit is not None and cfg.topm_beta_auto:
-                diagnostics["topm_beta_hat"] = self.last_fit.beta_hat.float()
-                diagnostics["topm_r2"] = self.last_fit.r2.float()
+            if cfg.topm_beta_auto and torch.is_grad_enabled():  # every training step reports its fit (0: none)
+                fit = self.last_fit
+                zero = lay.scores.new_zeros(())
+                diagnostics["topm_beta_hat"] = fit.beta_hat.float() if fit is not None else zero
+                diagnostics["topm_r2"] = fit.r2.float() if fit is not None else zero
         return total, diagnostics

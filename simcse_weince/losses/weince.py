@@ -102,7 +102,7 @@ class WeinceLoss(ContrastiveLoss):
         gather_across_devices: bool = False,
         hard_negative_weight: float = 0.0,
         beta_clamp: tuple[float, float] | None = None,
-        terms: TopMConfig | None = None,
+        terms: TopMConfig | dict[str, Any] | None = None,
         **knobs: Any,
     ) -> None:
         if temperature is not None:

@@ -15,7 +15,7 @@ It overrides only Trainer hooks:
   Spearman, k-NN accuracy, ...), as sentence-transformers' trainer does, so the Trainer's own ``evaluate``
   adds the prefix and runtime, logs, calls the callbacks and drives model selection;
 * ``log`` — adds the diagnostics, averaged since the last training log, to each training log;
-* ``_save_checkpoint`` / ``_load_from_checkpoint`` — also save and restore the loss's running state
+* ``_save_checkpoint`` / ``_load_optimizer_and_scheduler`` — also save and restore the loss's running state
   (``loss_state.pt``, the top-M Weibit term's β_t; absent for a loss without one), so that a resume is exact.
 
 The training loop, checkpointing, resuming, mixed precision and multi-process training are the Trainer's own.
@@ -263,14 +263,17 @@ class ContrastiveTrainer(Trainer):
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         with reading(resume_from_checkpoint, "the checkpoint's weights in", DAMAGED_CHECKPOINT):
             super()._load_from_checkpoint(resume_from_checkpoint, model)
-        state_file = Path(resume_from_checkpoint) / LOSS_STATE_FILE
-        if self.contrastive_loss.state_dict() and state_file.is_file():
-            with reading(state_file, "the loss's running state in", DAMAGED_CHECKPOINT):
-                self.contrastive_loss.load_state_dict(torch.load(state_file, map_location="cpu", weights_only=True))
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        """The Trainer's load of the optimizer and scheduler on resume (every resume path calls it), then the
+        loss's running state, which a checkpoint of a loss that has one must hold."""
         with reading(checkpoint, "the optimizer state in", DAMAGED_CHECKPOINT):
             super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None or not self.contrastive_loss.state_dict():
+            return
+        state_file = Path(checkpoint) / LOSS_STATE_FILE
+        with reading(state_file, "the loss's running state", DAMAGED_CHECKPOINT):
+            self.contrastive_loss.load_state_dict(torch.load(state_file, map_location="cpu", weights_only=True))
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
         with reading(checkpoint, "the random-number state in", DAMAGED_CHECKPOINT):

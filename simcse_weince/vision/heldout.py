@@ -7,8 +7,8 @@ test set are then scored against the bank:
 
 * retrieval recall ``R@k`` (k = 1, 2, 5, 10, 20, 50): a query scores 1 when one of its k nearest bank features
   (cosine) has its label;
-* weighted k-NN accuracy at k = 50, votes ``exp((s − s_max)/T)`` with T = 0.1 (a per-query shift, which leaves
-  the vote unchanged);
+* weighted k-NN accuracy at k = 50, votes ``exp(s/T)`` with T = 0.1 (the authors subtract each query's largest
+  similarity first, which changes no vote's rank);
 * a linear probe (:func:`~simcse_weince.vision.evaluation.linear_probe`, deterministic L2 logistic regression)
   fitted on the bank: its validation and test accuracy.
 
@@ -52,12 +52,21 @@ def stratified_split(labels: Sequence[int] | np.ndarray, ratio: float, seed: int
 
 @torch.no_grad()
 def bank_recall(
-    query_f: torch.Tensor, query_y: torch.Tensor, bank_f: torch.Tensor, bank_y: torch.Tensor, ks: Sequence[int]
+    query_f: torch.Tensor,
+    query_y: torch.Tensor,
+    bank_f: torch.Tensor,
+    bank_y: torch.Tensor,
+    ks: Sequence[int],
+    chunk: int = 1024,
 ) -> dict[int, float]:
     """``R@k`` of queries against a disjoint bank: 100 × the share of queries with a same-label bank feature among
-    their k nearest (cosine)."""
-    sims = F.normalize(query_f.float(), dim=1) @ F.normalize(bank_f.float(), dim=1).T
-    top = sims.topk(min(max(ks), bank_f.shape[0]), dim=1).indices
+    their k nearest (cosine); ``chunk`` queries at a time."""
+    bank = F.normalize(bank_f.float(), dim=1)
+    queries = F.normalize(query_f.float(), dim=1)
+    k_max = min(max(ks), bank.shape[0])
+    top = torch.cat(
+        [(queries[i : i + chunk] @ bank.T).topk(k_max, dim=1).indices for i in range(0, len(queries), chunk)]
+    )
     hit = bank_y[top] == query_y[:, None]
     return {k: 100.0 * float(hit[:, :k].any(dim=1).float().mean()) for k in ks}
 

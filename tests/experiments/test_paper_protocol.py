@@ -16,8 +16,10 @@ from tests.helpers import write_cifar10_zips
         (["--arms", "a", "z"], "--arms: unknown arm 'z'; expected some of a, b, c, d, e, f, e0"),
         (["--arms", "d", "--grid_kappa_rho"], "--grid_kappa_rho: the grid of arm (d) is empty"),
         (["--arms", "f", "--grid_temperature", "0"], "--grid_temperature: expected numbers > 0"),
-        (["--seeds"], "--seeds: expected distinct integers, got none"),
+        (["--seeds"], "--seeds: expected distinct integers >= 0, got none"),
+        (["--eval_seeds", "1", "-1"], "--eval_seeds: expected distinct integers >= 0, got [1, -1]"),
         (["--arms", "a", "--extra", "--margin", "3"], "--extra --margin: set by the protocol's arms"),
+        (["--arms", "a", "--extra", "--margin=3"], "--extra --margin=3: set by the protocol's arms"),
         (["--quick", "--extra", "--data_dir", "/nonexistent/cifar"], "data_dir /nonexistent/cifar"),
         (["--quick", "--extra", "--topm_weibit_m", "0"], "topm_weibit_m must be an integer >= 1, got 0"),
         (["--arms", "x", "--nonsense"], "unrecognized arguments: --nonsense"),
@@ -67,7 +69,7 @@ def test_a_run_is_skipped_when_finished_resumed_when_killed_and_restarted_when_i
     ckpt.mkdir(parents=True)
     (ckpt / "trainer_state.json").write_text("{}")  # a checkpoint of an earlier version: complete
     early.mkdir()
-    (early / "run_config.yaml").write_text("loss: infonce\n")
+    (early / "train.log").write_text("killed before its first checkpoint\n")
     statuses = [pp.train_if_needed(args, setting, 0, folder) for folder in (done, killed, early, fresh)]
     assert statuses == ["trained before", "resumed", "restarted", "trained"]
     assert calls[0][-2:] == ["--resume_from_checkpoint", "last"]
@@ -103,3 +105,42 @@ def test_quick_runs_every_arm_and_a_second_call_reuses_every_run(tmp_path, capsy
     assert pp.main(argv) == 0  # restarted: every run is reused, the same table
     assert capsys.readouterr().out.count("trained before") == 14
     assert out.with_suffix(".json").read_text() == first
+
+
+def test_a_folder_of_other_settings_is_refused_not_reused(tmp_path, monkeypatch, capsys) -> None:
+    """A finished run whose run_config.yaml records another setting (here the epochs of another --extra) is one
+    error line, not a silent reuse."""
+    import yaml
+
+    from simcse_weince.cli.train_vision import ARG_GROUPS
+    from simcse_weince.training.config import parse_config, to_plain
+
+    monkeypatch.setattr(pp, "run_module", lambda *a: pytest.fail("nothing should train"))
+    args = pp.parse_args(["--quick", "--runs_dir", str(tmp_path)])
+    setting = pp.arm_settings(pp.ARMS["a"], args, 0.5)[0]
+    folder = tmp_path / "run"
+    groups = parse_config(ARG_GROUPS, pp.run_argv(args, setting, 0, folder))
+    saved = {name: to_plain(g) for name, g in zip(("model", "data", "loss", "training"), groups, strict=True)}
+    folder.mkdir()
+    (folder / "results.json").write_text("{}")
+    (folder / "run_config.yaml").write_text(yaml.safe_dump(saved))
+    assert pp.train_if_needed(args, setting, 0, folder) == "trained before"  # the same settings: reused
+    saved["training"]["max_steps"] = 7
+    (folder / "run_config.yaml").write_text(yaml.safe_dump(saved))
+    with pytest.raises(SystemExit):
+        pp.train_if_needed(args, setting, 0, folder)
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "max_steps 7, not 1 as now" in err and "\n" not in err
+
+
+def test_quick_keeps_the_seeds_and_grids_given_on_the_command_line(tmp_path) -> None:
+    args = pp.parse_args(["--quick", "--seeds", "3", "4", "--runs_dir", str(tmp_path)])
+    assert args.seeds == [3, 4] and args.eval_seeds == pp.QUICK["eval_seeds"]
+    assert args.grid_kappa_aic == pp.QUICK["grid_kappa_aic"]
+
+
+def test_a_diverged_configuration_is_never_selected() -> None:
+    settings = [pp.Setting("weince", False, (("margin", m),)) for m in (0.0, 2.0)]
+    val = {(settings[0].name, 0): float("nan"), (settings[1].name, 0): 10.0}
+    chosen = pp.select(pp.ARMS["d"], settings, _scores(val, dict.fromkeys(val, 1.0)), seeds=[0])
+    assert chosen["R@1"]["run"] == settings[1].name

@@ -81,6 +81,7 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
     try:
         for name, layout, k in CASES:
             torch.save(_local_case(rank, name, layout, k), Path(out_dir) / f"{name}-{layout}-{k}-rank{rank}.pt")
+        torch.save(_ungathered_terms(rank), Path(out_dir) / f"ungathered-rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
@@ -111,6 +112,15 @@ def _local_case(rank: int, name: str, layout: str, k: int) -> dict[str, torch.Te
     return result
 
 
+def _ungathered_terms(rank: int) -> dict[str, torch.Tensor]:
+    """InfoNCE + terms without gathered candidates: each process scores its own rows; β_t is still one value."""
+    batch = _global_batch("ntxent", 0)
+    local = _rows("simcse", rank)
+    loss_fn = InfoNCELoss(0.1, layout="ntxent", gather_across_devices=False, terms=TERMS)
+    loss_fn(batch["a"][local].clone().requires_grad_(True), batch["p"][local].clone().requires_grad_(True))
+    return {"beta_t": loss_fn.terms.beta_t.clone(), "beta_hat": loss_fn.terms.last_fit.beta_hat}
+
+
 @pytest.fixture(scope="module")
 def two_process_results():
     """Each case's per-rank results from one run of 2 gloo processes."""
@@ -119,7 +129,7 @@ def two_process_results():
         yield {
             case: [torch.load(Path(tmp) / f"{'-'.join(map(str, case))}-rank{r}.pt") for r in range(WORLD)]
             for case in CASES
-        }
+        } | {"ungathered": [torch.load(Path(tmp) / f"ungathered-rank{r}.pt") for r in range(WORLD)]}
 
 
 @pytest.mark.slow
@@ -168,3 +178,28 @@ def test_two_processes_equal_one_process_global_batch(name: str, layout: str, k:
 def test_gather_is_identity_without_process_group() -> None:
     x = torch.randn(3, 2, requires_grad=True)
     assert all_gather_with_grad(x) is x
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_without_gathering_the_running_beta_pools_the_tails_of_every_process(two_process_results) -> None:
+    """β_t is one value for all processes even when each scores only its own rows: the fit is that of the pooled
+    negatives of both processes' local batches (so any process's checkpoint resumes every process exactly)."""
+    from simcse_weince.losses.layout import score_matrix
+    from simcse_weince.losses.topm import global_tail_fit
+
+    batch = _global_batch("ntxent", 0)
+    stats, count = [], 0
+    for r in range(WORLD):
+        local = _rows("simcse", r)
+        lay = score_matrix(batch["a"][local], batch["p"][local], "ntxent")
+        stat = lay.scores.masked_fill(lay.self_mask | lay.positive_mask, float("-inf"))
+        stats.append(stat)
+        count += stat.shape[0] * lay.num_negatives
+    fit = global_tail_fit(torch.cat(stats), count, TERMS)
+    expected = 0.9 * TERMS.topm_beta_init + 0.1 * float(fit.beta_hat.clamp(TERMS.topm_beta_min, TERMS.topm_beta_max))
+    for part in two_process_results["ungathered"]:
+        torch.testing.assert_close(part["beta_hat"], fit.beta_hat, rtol=1e-6, atol=1e-7)
+        assert float(part["beta_t"]) == pytest.approx(expected, rel=1e-9)
+    own = [global_tail_fit(s, s.shape[0] * (s.shape[1] - 2), TERMS).beta_hat for s in stats]
+    assert float(own[0]) != float(own[1])  # each process alone would have fitted another β̂

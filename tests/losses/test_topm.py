@@ -9,6 +9,7 @@ range checks of :class:`TopMConfig`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -506,3 +507,26 @@ def test_config_defaults_are_off_and_numbers_are_normalised() -> None:
     cfg = TopMConfig(topm_softmax_m=5.0, topm_weibit_weight=1)
     assert type(cfg.topm_softmax_m) is int and type(cfg.topm_weibit_weight) is float and cfg.active
     assert not TopMConfig().active and InfoNCELoss(terms=TopMConfig()).terms is None
+
+
+@pytest.mark.parametrize("cls", [InfoNCELoss, WeinceLoss])
+def test_the_config_dict_builds_the_same_loss_again(cls) -> None:
+    """``cls(**loss.get_config_dict())`` is the same loss, terms included (they sit under one key, ``terms``)."""
+    terms = TopMConfig(topm_softmax_weight=0.25, topm_weibit_weight=0.5, topm_weibit_m=9, topm_beta_auto=False)
+    loss = cls(0.2, layout="ntxent", terms=terms)
+    cfg = loss.get_config_dict()
+    assert cfg["terms"] == dataclasses.asdict(terms)
+    again = cls(**cfg)
+    assert again.get_config_dict() == cfg and again.terms.config == terms
+    a, p = _views(d=16, seed=3, noise=0.5)
+    assert torch.equal(loss(a, p), again(a, p))
+
+
+def test_diagnostics_are_the_last_batchs_only() -> None:
+    """A training step reports the fit (β̂, R²); an evaluation after it reports none of the step's keys."""
+    loss = _ema_loss()
+    _step(loss, 0, 0.5)
+    assert {"topm_beta_hat", "topm_r2", "topm_beta", "topm_weibit_loss"} <= set(loss.last_diagnostics)
+    with torch.no_grad():
+        _step(loss, 1, 0.5)
+    assert "topm_beta_hat" not in loss.last_diagnostics and "topm_beta" in loss.last_diagnostics

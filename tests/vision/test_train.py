@@ -103,13 +103,35 @@ def test_vision_configs_parse(cfg: Path, tmp_path: Path) -> None:
     _, _, infonce, _ = parse_config(ARG_GROUPS, [str(cfg), "--output_dir", str(tmp_path), "--loss", "infonce"])
     assert not isinstance(infonce.build("ntxent"), WeinceLoss)
     if cfg.name not in CPU_RECIPES:
+        # the authors' arm: their Adam has no weight decay (the flag has no effect), a constant lr, no clipping
+        decay = 0.0 if cfg.name == "cifar100_resnet18_authors.yaml" else 1e-6
         assert (t.per_device_train_batch_size, t.learning_rate, t.weight_decay, t.num_train_epochs) == (
             256,
             3e-4,
-            1e-6,
+            decay,
             100,
         )
         assert m.projection_dim == 64
+
+
+def test_the_authors_config_is_their_weince_arm(tmp_path: Path) -> None:
+    """configs/vision/cifar100_resnet18_authors.yaml: the settings of their slurm script, flag for flag."""
+    from simcse_weince.cli.train_vision import ARG_GROUPS
+    from simcse_weince.losses.topm import TopMConfig
+    from simcse_weince.training.config import parse_config
+
+    cfg = Path(__file__).resolve().parents[2] / "configs/vision/cifar100_resnet18_authors.yaml"
+    m, d, loss, t = parse_config(ARG_GROUPS, [str(cfg), "--output_dir", str(tmp_path)])
+    built = loss.build("ntxent")
+    assert isinstance(built, WeinceLoss) and built.temperature == 0.5
+    w = built.config
+    assert (w.beta_mode, w.q, w.margin, w.kappa_rho, w.kappa_aic, w.tail_frac, w.min_tail_points) == (
+        "unit", 0.2, 2.0, 10.0, 1.0, 0.1, 32
+    )  # fmt: skip
+    assert built.terms.config == TopMConfig(topm_softmax_weight=0.5, topm_weibit_weight=0.5)  # M 50, auto β
+    assert (m.backbone, m.projection_dim, d.dataset, d.image_size) == ("resnet18", 64, "cifar100", 32)
+    assert (t.lr_scheduler_type.value, t.warmup_steps, t.max_grad_norm) == ("constant", 0, 0.0)
+    assert (t.eval_strategy.value, t.load_best_model_at_end, t.dataloader_num_workers) == ("no", False, 6)
 
 
 @pytest.mark.slow
