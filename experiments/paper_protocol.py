@@ -72,7 +72,7 @@ PAIRS = (("c", "a", "the blend"), ("b", "a", "the terms"), ("e", "b", "blend and
          ("e", "e0", "the grid, given the terms"))  # fmt: skip
 QUICK = {
     "seeds": [0, 1], "eval_seeds": [1, 2], "grid_margin": [2.0], "grid_kappa_rho": [10.0],
-    "grid_kappa_aic": [0.5, 1.0], "grid_temperature": [0.5], "grid_softmax_weight": [0.5],
+    "grid_kappa_aic": [1.0], "grid_temperature": [0.5], "grid_softmax_weight": [0.5],
     "grid_weibit_weight": [0.25, 0.5],
 }  # fmt: skip
 QUICK_TRAINING = ["--train_per_class", "8", "--probe_train_per_class", "10", "--probe_test_per_class", "4",
@@ -141,7 +141,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="table, JSON and plot prefix (default: experiments/results/"
         "paper_protocol; with --quick under the runs' folder)",
     )
-    ap.add_argument("--quick", action="store_true", help="2 seeds, 2-point grids, 1 training step per run")
+    ap.add_argument("--quick", action="store_true", help="2 seeds, 1-point WEINCE grid, 2-point (f) grid, 1 step a run")
     ap.add_argument("--dry_run", action="store_true", help="list the runs and stop")
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="overrides for every run (must come last)")
     args = ap.parse_args(argv)

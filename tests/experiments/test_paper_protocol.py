@@ -87,23 +87,24 @@ def test_quick_runs_every_arm_and_a_second_call_reuses_every_run(tmp_path, capsy
     summary = json.loads(out.with_suffix(".json").read_text())
     assert list(summary["arms"]) == ["a", "b", "c", "d", "e", "f"]
     assert set(summary["differences"]) == {"(c)-(a)", "(b)-(a)", "(e)-(b)", "(d)-(c)", "(e)-(f)"}
-    # (c) is the centre of (d)'s grid: one run, the same figures; a selected configuration is a grid point
+    # (c) is (d)'s one-point grid: the same run; (f) selects between its two points, (b) is one of them
     c, d = summary["arms"]["c"]["selected"], summary["arms"]["d"]["selected"]
-    assert c["R@1"]["run"] == "weince_margin2_kappa_rho10_kappa_aic1"
-    assert d["R@1"]["config"] in ("margin 2, kappa_rho 10, kappa_aic 0.5", "margin 2, kappa_rho 10, kappa_aic 1")
+    assert c["R@1"]["run"] == d["R@1"]["run"] == "weince_margin2_kappa_rho10_kappa_aic1"
+    f = summary["arms"]["f"]["selected"]["R@1"]
+    assert f["config"].endswith(("topm_weibit_weight 0.25", "topm_weibit_weight 0.5")) and f["complete"]
     diff = summary["differences"]["(c)-(a)"]["R@1"]
     a_test, c_test = summary["arms"]["a"]["selected"]["R@1"]["test"], c["R@1"]["test"]
     assert diff["per_seed"] == [c_test[s] - a_test[s] for s in ("0", "1")]
     assert "| (e)−(f): WEINCE vs InfoNCE at the same tuning budget |" in out.with_suffix(".md").read_text()
     assert out.with_suffix(".png").stat().st_size > 5000
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir())
-    assert len(runs) == 14  # 2 seeds × (a, b, c/d × 2, e × 2, f's other point)
+    assert len(runs) == 10  # 2 seeds × (a, b, c = d, e0 = e, f's other point)
     scores = json.loads((tmp_path / "runs" / runs[0] / "protocol.json").read_text())
     assert scores["eval_seeds"] == [1, 2] and set(scores["per_seed"]) == {"1", "2"}
     first = out.with_suffix(".json").read_text()
     capsys.readouterr()
     assert pp.main(argv) == 0  # restarted: every run is reused, the same table
-    assert capsys.readouterr().out.count("trained before") == 14
+    assert capsys.readouterr().out.count("trained before") == 10
     assert out.with_suffix(".json").read_text() == first
 
 
