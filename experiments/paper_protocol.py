@@ -49,7 +49,7 @@ from typing import Any
 
 import yaml
 
-from experiments.common import REPO, mean_std, run_module
+from experiments.common import REPO, mean_std, run_module, write_results
 
 PAPER_CONFIG, QUICK_CONFIG = "cifar100_resnet18_authors.yaml", "cpu_proxy_cifar10.yaml"
 RESULTS = "experiments/results/paper_protocol"
@@ -277,9 +277,8 @@ def run_argv(args: argparse.Namespace, setting: Setting, seed: int, out: Path) -
 def validate_runs(args: argparse.Namespace, runs: list[tuple[Setting, int]]) -> None:
     """Parse every distinct configuration as the training command would (one ``error:`` line for a bad value) and
     check that the data folder exists, before any run starts."""
-    from simcse_weince.cli.train_vision import ARG_GROUPS
     from simcse_weince.paths import resolve_data_path
-    from simcse_weince.training.config import ConfigError, parse_config
+    from simcse_weince.training.config import ConfigError
 
     seen = set()
     for setting, seed in runs:
@@ -287,7 +286,7 @@ def validate_runs(args: argparse.Namespace, runs: list[tuple[Setting, int]]) -> 
             continue
         seen.add(setting.name)
         try:
-            _, data_args, _, _ = parse_config(ARG_GROUPS, run_argv(args, setting, seed, Path(args.runs_dir) / "x"))
+            data_args = parse_run(run_argv(args, setting, seed, Path(args.runs_dir) / "x"))["data"]
         except ConfigError as err:
             fail(f"run {setting.name}: {err}")
     root = Path(resolve_data_path(data_args.data_dir))
@@ -301,19 +300,28 @@ TRAINING_KEYS = ("seed", "num_train_epochs", "max_steps", "per_device_train_batc
                  "gradient_accumulation_steps", "cpu_threads", "dataloader_num_workers")  # fmt: skip
 
 
-def check_same_settings(folder: Path, argv: list[str]) -> None:
-    """Refuse (one ``error:`` line) a folder whose ``run_config.yaml`` records other settings than ``argv``'s: a
+GROUPS = ("model", "data", "loss", "training")  # the training command's argument groups, in its order
+
+
+def parse_run(argv: list[str]) -> dict[str, Any]:
+    """A run's argument groups by name, parsed as the training command parses ``argv``."""
+    from simcse_weince.cli.train_vision import ARG_GROUPS
+    from simcse_weince.training.config import parse_config
+
+    return dict(zip(GROUPS, parse_config(ARG_GROUPS, argv), strict=True))
+
+
+def check_same_settings(folder: Path, groups: dict[str, Any]) -> None:
+    """Refuse (one ``error:`` line) a folder whose ``run_config.yaml`` records other settings than ``groups``: a
     run of another config or ``--extra`` must not be reused or resumed under this one's name."""
     saved_path = folder / "run_config.yaml"
     if not saved_path.is_file():
         return
-    from simcse_weince.cli.train_vision import ARG_GROUPS
-    from simcse_weince.training.config import parse_config, to_plain
+    from simcse_weince.training.config import to_plain
 
     saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
-    groups = dict(zip(("model", "data", "loss", "training"), parse_config(ARG_GROUPS, argv), strict=True))
     now = {name: to_plain(group) for name, group in groups.items()}
-    for name in ("model", "data", "loss", "training"):
+    for name in GROUPS:
         group = saved.get(name) if isinstance(saved.get(name), dict) else {}
         keys = TRAINING_KEYS if name == "training" else sorted(set(now[name]) | set(group))
         for key in keys:
@@ -323,15 +331,15 @@ def check_same_settings(folder: Path, argv: list[str]) -> None:
                      "or remove that folder")  # fmt: skip
 
 
-def train_if_needed(args: argparse.Namespace, setting: Setting, seed: int, folder: Path) -> str:
-    """Train a run unless it finished; a killed run resumes from its last complete checkpoint; a folder of other
-    settings is refused."""
+def train_if_needed(folder: Path, argv: list[str], groups: dict[str, Any]) -> str:
+    """Train the run of ``argv`` (parsed: ``groups``) into ``folder`` unless it finished; a killed run resumes from
+    its last complete checkpoint; a folder of other settings is refused."""
     from simcse_weince.training.run import latest_complete_checkpoint
 
-    check_same_settings(folder, run_argv(args, setting, seed, folder))
+    check_same_settings(folder, groups)
     if (folder / "results.json").is_file():
         return "trained before"
-    argv = run_argv(args, setting, seed, folder)
+    argv = list(argv)
     if folder.is_dir() and latest_complete_checkpoint(folder, clean=False) is not None:
         argv += ["--resume_from_checkpoint", "last"]
         status = "resumed"
@@ -344,8 +352,9 @@ def train_if_needed(args: argparse.Namespace, setting: Setting, seed: int, folde
     return status
 
 
-def evaluate_run(args: argparse.Namespace, setting: Setting, seed: int, folder: Path, cache: dict) -> dict:
-    """The held-out scores of a run's last model (cached in ``protocol.json``): per evaluation seed and their mean."""
+def evaluate_run(args: argparse.Namespace, folder: Path, groups: dict[str, Any], cache: dict) -> dict:
+    """The held-out scores of a run's last model (cached in ``protocol.json``): per evaluation seed and their mean;
+    ``groups`` are the run's parsed settings, ``cache`` keeps the last probe sets."""
     path = folder / "protocol.json"
     if path.is_file():
         try:
@@ -356,14 +365,12 @@ def evaluate_run(args: argparse.Namespace, setting: Setting, seed: int, folder: 
             return saved
     import torch
 
-    from simcse_weince.cli.train_vision import ARG_GROUPS
-    from simcse_weince.training.config import parse_config
     from simcse_weince.vision.evaluation import extract_features
     from simcse_weince.vision.heldout import heldout_scores
     from simcse_weince.vision.model import load_simclr
     from simcse_weince.vision.recipe import build_datasets
 
-    _, data_args, _, train_args = parse_config(ARG_GROUPS, run_argv(args, setting, seed, folder))
+    data_args, train_args = groups["data"], groups["training"]
     key = json.dumps(dataclasses.asdict(data_args), sort_keys=True)
     if key not in cache:
         cache.clear()
@@ -397,7 +404,7 @@ def evaluate_run(args: argparse.Namespace, setting: Setting, seed: int, folder: 
     return result
 
 
-def select(arm: Arm, settings: list[Setting], scores: dict, seeds: list[int]) -> dict:
+def select(settings: list[Setting], scores: dict, seeds: list[int]) -> dict:
     """Per metric: the configuration with the best mean validation figure among those with every seed (all of them
     if none has), and its per-seed test figures."""
     out = {}
@@ -421,10 +428,13 @@ def select(arm: Arm, settings: list[Setting], scores: dict, seeds: list[int]) ->
 
 
 def t_halfwidth(values: list[float]) -> float:
-    from scipy.stats import t
+    """Half-width of the 95 % Student-t interval of the mean; NaN for fewer than 2 values."""
+    from simcse_weince.simulation.search import mean_interval
 
-    n = len(values)
-    return float(t.ppf(0.975, n - 1) * mean_std(values)[1] / math.sqrt(n)) if n > 1 else float("nan")
+    if len(values) < 2:
+        return float("nan")
+    mean, _, high = mean_interval(values)
+    return high - mean
 
 
 def summarise(args: argparse.Namespace, chosen: dict[str, dict]) -> tuple[str, dict]:
@@ -508,14 +518,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for i, (setting, seed) in enumerate(runs, 1):
         folder = Path(args.runs_dir) / f"{setting.name}-seed{seed}"
         t0 = time.perf_counter()
-        status = train_if_needed(args, setting, seed, folder)
-        scores[setting.name, seed] = evaluate_run(args, setting, seed, folder, cache)
+        argv = run_argv(args, setting, seed, folder)
+        groups = parse_run(argv)
+        status = train_if_needed(folder, argv, groups)
+        scores[setting.name, seed] = evaluate_run(args, folder, groups, cache)
         trained += status != "trained before"
         elapsed = time.perf_counter() - started
         eta = elapsed / max(trained, 1) * (len(runs) - i)
         print(f"[{i}/{len(runs)}] {setting.name} seed {seed}: {status} in {time.perf_counter() - t0:.0f} s; "
               f"elapsed {elapsed / 60:.1f} min, about {eta / 60:.0f} min to go", flush=True)  # fmt: skip
-    chosen = {arm: select(ARMS[arm], per_arm[arm], scores, args.seeds) for arm in args.arms}
+    chosen = {arm: select(per_arm[arm], scores, args.seeds) for arm in args.arms}
     table, summary = summarise(args, chosen)
     header = (
         f"The paper's protocol ({Path(args.config).name} {' '.join(args.extra)}): encoder seeds {args.seeds}, "
@@ -523,9 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "mean ± std over encoder seeds"
     )
     prefix = Path(args.out)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    prefix.with_suffix(".md").write_text(f"{header}\n\n{table}\n", encoding="utf-8")
-    prefix.with_suffix(".json").write_text(json.dumps({"header": header, **summary}, indent=2), encoding="utf-8")
+    write_results(prefix, table, {"header": header, **summary}, header)
     plot(summary, prefix.with_suffix(".png"), header)
     print(header + "\n\n" + table)
     return 0

@@ -10,6 +10,7 @@ help text is changed here and nowhere else.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 from collections.abc import Callable
@@ -65,7 +66,7 @@ def _beta_clamp(name: str, value: Any, cfg: WeinceConfig) -> None:
 
 
 def _integer_at_least_one(name: str, value: Any, cfg: WeinceConfig) -> None:
-    if int(value) != value or value < 1:
+    if not math.isfinite(value) or int(value) != value or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
@@ -170,13 +171,7 @@ class WeinceConfig:
     )
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            f.metadata["check"](f.name, getattr(self, f.name), self)
-        # Store accepted numbers as their declared type (an integral 32.0 as 32, a YAML int 1 as 1.0).
-        for name, kind in _NUMBER_TYPES.items():
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, kind(value))
+        check_and_store(self)
 
     @property
     def beta_clamp(self) -> tuple[float, float]:
@@ -190,9 +185,21 @@ def _number_type(hint: Any) -> type | None:
     return next((t for t in (int, float) if t in members), None)
 
 
-_NUMBER_TYPES: dict[str, type] = {
-    name: kind for name, hint in get_type_hints(WeinceConfig).items() if (kind := _number_type(hint)) is not None
-}
+@functools.cache
+def _number_types(cls: type) -> dict[str, type]:
+    """``{field: int or float}`` of a config class's number fields (``bool`` is none)."""
+    return {name: kind for name, hint in get_type_hints(cls).items() if (kind := _number_type(hint)) is not None}
+
+
+def check_and_store(cfg: Any) -> None:
+    """A config's ``__post_init__``: every field's range check (its ``knob`` metadata), then the accepted numbers
+    stored as their declared type (an integral 32.0 as 32, a YAML int 1 as 1.0)."""
+    for f in dataclasses.fields(cfg):
+        f.metadata["check"](f.name, getattr(cfg, f.name), cfg)
+    for name, kind in _number_types(type(cfg)).items():
+        value = getattr(cfg, name)
+        if value is not None:
+            object.__setattr__(cfg, name, kind(value))
 
 
 # ---- the authors' extra top-M terms ------------------------------------------------------------------------
@@ -210,8 +217,7 @@ def _weight(name: str, value: Any, cfg: Any) -> None:
 
 def _count(name: str, value: Any, cfg: Any) -> None:
     _real(name, value)
-    if not math.isfinite(value) or int(value) != value or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    _integer_at_least_one(name, value, cfg)
 
 
 def _positive_finite(name: str, value: Any, cfg: Any) -> None:
@@ -231,14 +237,12 @@ def _clamp(name: str, value: Any, cfg: Any) -> None:
 
 def _fraction(name: str, value: Any, cfg: Any) -> None:
     _real(name, value)
-    if not 0 < value <= 1:
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+    _half_open_unit_interval(name, value, cfg)
 
 
 def _unit(name: str, value: Any, cfg: Any) -> None:
     _real(name, value)
-    if not 0 <= value <= 1:
-        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    _unit_interval(name, value, cfg)
 
 
 def _momentum(name: str, value: Any, cfg: Any) -> None:
@@ -317,13 +321,7 @@ class TopMConfig:
     topm_r2_min: float = field(default=0.85, metadata=knob(_unit, "R² a tail fit needs to move β, in [0, 1]."))
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            f.metadata["check"](f.name, getattr(self, f.name), self)
-        for name in ("topm_softmax_m", "topm_weibit_m", "topm_min_tail_points"):
-            object.__setattr__(self, name, int(getattr(self, name)))
-        for f in dataclasses.fields(self):
-            if f.type in ("float", float):
-                object.__setattr__(self, f.name, float(getattr(self, f.name)))
+        check_and_store(self)
 
     @property
     def active(self) -> bool:

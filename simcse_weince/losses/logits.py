@@ -30,5 +30,9 @@ def weince_logits(
     Returns:
         (A, C) logits in the dtype of ``scores`` (and of the parameters, if they are wider).
     """
-    shortfall = -torch.log1p(-scores.clamp(max=1.0 - eps))
-    return (1.0 - lam) * (scores / temperature) + (lam * beta) * shortfall
+    return (1.0 - lam) * (scores / temperature) + (lam * beta) * shortfall(scores, eps)
+
+
+def shortfall(scores: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """The endpoint logit with β = 1, ``u = −log(1 − min(s, 1 − ε))`` (``-inf`` stays ``-inf``)."""
+    return -torch.log1p(-scores.clamp(max=1.0 - eps))

@@ -40,6 +40,8 @@ from torch import nn
 from simcse_weince.losses.config import TopMConfig
 from simcse_weince.losses.distributed import all_gather_no_grad, rank_and_world_size
 from simcse_weince.losses.layout import ScoreMatrix
+from simcse_weince.losses.logits import shortfall
+from simcse_weince.losses.stats import burn_size, ols_slope_and_sse
 
 EPS = 1e-6  # the shortfall floor and the score cap 1 − ε of the Weibit logits (the authors' eps)
 MIN_TAIL = 10  # fewer tail points than this: no fit, β_t is kept (the authors' guard)
@@ -85,16 +87,14 @@ def global_tail_fit(
     local = (1.0 - flat.topk(min(k_tail, flat.numel())).values.double()).clamp_min(EPS)
     pooled = gather(local) if gather is not None else local
     delta = pooled.topk(k_tail, largest=False).values.sort().values  # ascending
-    burn = max(1, k_tail // 20)
+    burn = burn_size(k_tail)
     if k_tail - burn < 2:
         return None
     levels = torch.arange(1, k_tail + 1, dtype=torch.float64, device=delta.device) / (k_tail + 1.0)
-    x, y = delta[burn:].log(), levels[burn:].log()
-    xc, yc = x - x.mean(), y - y.mean()
-    slope = (xc * yc).sum() / (xc * xc).sum().clamp_min(1e-12)
-    residual = yc - slope * xc
-    r2 = (1.0 - (residual * residual).sum() / (yc * yc).sum().clamp_min(1e-12)).clamp(0.0, 1.0)
-    return TailFit(slope.clamp_min(0.0), r2, delta[0])
+    y = levels[burn:].log()
+    slope, sse = ols_slope_and_sse(delta[None, burn:].log(), y)  # the per-anchor fits' least squares, one row
+    r2 = (1.0 - sse[0] / ((y - y.mean()) ** 2).sum().clamp_min(1e-12)).clamp(0.0, 1.0)
+    return TailFit(slope[0].clamp_min(0.0), r2, delta[0])
 
 
 def top_m_hardest(lay: ScoreMatrix, m: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,7 +108,7 @@ def top_m_hardest(lay: ScoreMatrix, m: int) -> tuple[torch.Tensor, torch.Tensor]
 
 def weibit(scores: torch.Tensor, beta: torch.Tensor | float) -> torch.Tensor:
     """The Weibit logit ``−β·log(1 − min(s, 1 − ε))`` (``-inf`` stays ``-inf``)."""
-    return -beta * torch.log1p(-scores.clamp(max=1.0 - EPS))
+    return beta * shortfall(scores, EPS)
 
 
 def top_m_cross_entropy(positive: torch.Tensor, hardest: torch.Tensor) -> torch.Tensor:

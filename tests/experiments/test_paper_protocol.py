@@ -40,18 +40,17 @@ def _scores(val: dict[tuple[str, int], float], test: dict[tuple[str, int], float
 
 
 def test_the_best_of_arm_takes_the_best_mean_validation_figure_among_complete_configurations() -> None:
-    arm = pp.ARMS["d"]
     settings = [pp.Setting("weince", False, (("margin", m),)) for m in (0.0, 2.0, 6.0)]
     names = [s.name for s in settings]
     # margin 6 has the best validation mean but lacks seed 1: the complete ones are chosen among
     val = {(names[0], 0): 50.0, (names[0], 1): 54.0, (names[1], 0): 53.0, (names[1], 1): 52.0, (names[2], 0): 90.0}
     test = {key: 10.0 * i for i, key in enumerate(val)}
-    chosen = pp.select(arm, settings, _scores(val, test), seeds=[0, 1])
+    chosen = pp.select(settings, _scores(val, test), seeds=[0, 1])
     assert chosen["R@1"]["run"] == names[1] and chosen["R@1"]["complete"]  # 52.5 > 52.0
     assert chosen["R@1"]["test"] == {0: 20.0, 1: 30.0} and chosen["R@1"]["config"] == "margin 2"
     # without any complete configuration: the best of all that exist
     partial = {k: v for k, v in val.items() if k[1] == 0}
-    chosen = pp.select(arm, settings, _scores(partial, {k: 1.0 for k in partial}), seeds=[0, 1])
+    chosen = pp.select(settings, _scores(partial, {k: 1.0 for k in partial}), seeds=[0, 1])
     assert chosen["R@1"]["run"] == names[2] and not chosen["R@1"]["complete"]
 
 
@@ -70,7 +69,10 @@ def test_a_run_is_skipped_when_finished_resumed_when_killed_and_restarted_when_i
     (ckpt / "trainer_state.json").write_text("{}")  # a checkpoint of an earlier version: complete
     early.mkdir()
     (early / "train.log").write_text("killed before its first checkpoint\n")
-    statuses = [pp.train_if_needed(args, setting, 0, folder) for folder in (done, killed, early, fresh)]
+    statuses = []
+    for folder in (done, killed, early, fresh):
+        argv = pp.run_argv(args, setting, 0, folder)
+        statuses.append(pp.train_if_needed(folder, argv, pp.parse_run(argv)))
     assert statuses == ["trained before", "resumed", "restarted", "trained"]
     assert calls[0][-2:] == ["--resume_from_checkpoint", "last"]
     assert calls[1][-2:] == ["--overwrite_output_dir", "true"]
@@ -113,23 +115,23 @@ def test_a_folder_of_other_settings_is_refused_not_reused(tmp_path, monkeypatch,
     error line, not a silent reuse."""
     import yaml
 
-    from simcse_weince.cli.train_vision import ARG_GROUPS
-    from simcse_weince.training.config import parse_config, to_plain
+    from simcse_weince.training.config import to_plain
 
     monkeypatch.setattr(pp, "run_module", lambda *a: pytest.fail("nothing should train"))
     args = pp.parse_args(["--quick", "--runs_dir", str(tmp_path)])
     setting = pp.arm_settings(pp.ARMS["a"], args, 0.5)[0]
     folder = tmp_path / "run"
-    groups = parse_config(ARG_GROUPS, pp.run_argv(args, setting, 0, folder))
-    saved = {name: to_plain(g) for name, g in zip(("model", "data", "loss", "training"), groups, strict=True)}
+    argv = pp.run_argv(args, setting, 0, folder)
+    groups = pp.parse_run(argv)
+    saved = {name: to_plain(g) for name, g in groups.items()}
     folder.mkdir()
     (folder / "results.json").write_text("{}")
     (folder / "run_config.yaml").write_text(yaml.safe_dump(saved))
-    assert pp.train_if_needed(args, setting, 0, folder) == "trained before"  # the same settings: reused
+    assert pp.train_if_needed(folder, argv, groups) == "trained before"  # the same settings: reused
     saved["training"]["max_steps"] = 7
     (folder / "run_config.yaml").write_text(yaml.safe_dump(saved))
     with pytest.raises(SystemExit):
-        pp.train_if_needed(args, setting, 0, folder)
+        pp.train_if_needed(folder, argv, groups)
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "max_steps 7, not 1 as now" in err and "\n" not in err
 
@@ -143,5 +145,5 @@ def test_quick_keeps_the_seeds_and_grids_given_on_the_command_line(tmp_path) -> 
 def test_a_diverged_configuration_is_never_selected() -> None:
     settings = [pp.Setting("weince", False, (("margin", m),)) for m in (0.0, 2.0)]
     val = {(settings[0].name, 0): float("nan"), (settings[1].name, 0): 10.0}
-    chosen = pp.select(pp.ARMS["d"], settings, _scores(val, dict.fromkeys(val, 1.0)), seeds=[0])
+    chosen = pp.select(settings, _scores(val, dict.fromkeys(val, 1.0)), seeds=[0])
     assert chosen["R@1"]["run"] == settings[1].name
