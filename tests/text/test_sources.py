@@ -122,3 +122,50 @@ def test_formats_suffixes_and_refusals_come_from_the_registry(tmp_path: Path) ->
             check_file_name("a.txt", allow_missing_negatives=True)
     assert source_class("a.txt") is source_class("a") is source_class("a.txt.gz") is TextLines
     assert ArrowFile in FILE_SOURCES and column_format("a.txt") is None
+
+
+def test_arrow_stream_cut_at_a_batch_boundary_is_refused(tmp_path: Path) -> None:
+    """A stream has no footer: cut after a whole record batch it still parses, with half its rows; only the
+    missing end-of-stream marker tells, and the file is refused by name rather than trained on short."""
+    rows = [(f"anchor {i}", f"positive {i}", f"negative {i}") for i in range(300)]
+    whole = tmp_path / "whole.arrow"
+    with pa.ipc.new_stream(whole, table(rows).schema) as w:
+        w.write_table(table(rows), max_chunksize=150)
+    assert open_file(whole, False, ReadOptions()).rows == 300
+    data = whole.read_bytes()
+    source = pa.memory_map(str(whole))
+    reader, ends = pa.ipc.MessageReader.open_stream(source), []
+    for _ in reader:
+        ends.append(source.tell())
+    cut = tmp_path / "cut.arrow"
+    cut.write_bytes(data[: ends[1]])  # the schema and the first batch of 150 rows, no end-of-stream marker
+    assert pa.ipc.open_stream(pa.memory_map(str(cut))).read_all().num_rows == 150  # what pyarrow alone reads
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(cut))}: the Arrow stream ends without its end-of-stream "
+                       r"marker after 150 rows \(cut off"):  # fmt: skip
+        open_file(cut, False, ReadOptions())
+
+
+def test_damaged_parquet_and_arrow_name_the_file_and_row(tok, tmp_path: Path) -> None:
+    """Errors from deep in pyarrow (a corrupt compressed page, bytes that are not UTF-8) name the file, the row
+    group or the row."""
+    import pyarrow.parquet as pq
+
+    rows = [(f"sentence number {i} " * 5, f"positive {i}", f"negative {i}") for i in range(200)]
+    good = tmp_path / "good.parquet"
+    pq.write_table(table(rows), good, compression="snappy", row_group_size=100, use_dictionary=False)
+    data = bytearray(good.read_bytes())
+    chunk = pq.ParquetFile(good).metadata.row_group(1).column(0)
+    middle = chunk.data_page_offset + chunk.total_compressed_size // 2
+    data[middle : middle + 64] = b"\xff" * 64
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(bad))}: row group 2 \(rows 101-200\): cannot read it "
+                       r"\(Corrupt snappy compressed data\.\)"):  # fmt: skip
+        rows_of([bad], tok, tmp_path)
+    text = pa.array([b"good", b"bad \xff x", b"ok"], pa.binary()).view(pa.string())  # not checked when written
+    broken = pa.table({"sent0": text, "sent1": ["a", "b", "c"]})
+    for f in (tmp_path / "u.parquet", tmp_path / "u.feather"):
+        pq.write_table(broken, f) if f.suffix == ".parquet" else feather.write_feather(broken, f)
+        with pytest.raises(ValueError, match=rf"^{re.escape(str(f))}: row 2: the column 'sent0' holds bytes that "
+                           r"are not UTF-8 \(invalid start byte\)"):  # fmt: skip
+            rows_of([f], tok, tmp_path)

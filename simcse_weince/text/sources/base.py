@@ -31,6 +31,34 @@ from simcse_weince.text.reading import TextStats
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+def text_values(values, where: str, column: str, first: int) -> list:
+    """The Python values of a column slice (a pyarrow array) starting at row ``first`` (from 0).
+
+    A string column may hold bytes that are not UTF-8 (pyarrow does not check them when a file is written or
+    read); the conversion then fails with Python's bare ``UnicodeDecodeError``, which names neither the file nor
+    the row, so the row is found and named here.
+
+    Raises:
+        ValueError: ``where: row N: the column 'c' holds bytes that are not UTF-8 (...)``.
+    """
+    try:
+        return values.to_pylist()
+    except UnicodeDecodeError as err:
+        row = first + next((i for i in range(len(values)) if not _decodes(values[i])), 0)
+        raise ValueError(
+            f"{where}: row {row + 1}: the column {column!r} holds bytes that are not UTF-8 ({err.reason}); expected "
+            "text (strings) in UTF-8: write the file again from its source"
+        ) from None
+
+
+def _decodes(scalar) -> bool:
+    try:
+        scalar.as_py()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Part:
     """One part of a source: bytes (or rows) ``[start, stop)``, and the line ``start`` is on (0: not counted)."""

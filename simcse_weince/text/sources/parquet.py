@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from simcse_weince.text.sources.base import TableFile
+from simcse_weince.text.sources.base import TableFile, text_values
 
 PARQUET_BATCH = 10_000  # rows per record batch read from a Parquet file
 
@@ -30,20 +30,26 @@ class ParquetFile(TableFile):
         self.rows = pf.metadata.num_rows
 
     def batches(self, start: int, stop: int, columns: list[str]) -> Iterator[tuple[int, dict[str, list]]]:
+        """Read one row group at a time, so that a damaged page (pyarrow's bare ``Corrupt snappy compressed
+        data.``, a thrift error) is named by its file and row group."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         pf = pq.ParquetFile(self.path)
-        meta, groups, first, row = pf.metadata, [], 0, None
+        meta, first = pf.metadata, 0
         for g in range(meta.num_row_groups):  # the row groups that hold rows of [start, stop)
             n = meta.row_group(g).num_rows
             if first < stop and first + n > start:
-                groups.append(g)
-                row = first if row is None else row
+                row = first
+                try:
+                    for batch in pf.iter_batches(batch_size=PARQUET_BATCH, row_groups=[g], columns=columns):
+                        yield row, {c: text_values(batch.column(c), str(self.path), c, row) for c in columns}
+                        row += batch.num_rows
+                except (OSError, pa.ArrowException) as err:
+                    raise ValueError(
+                        f"{self.path}: row group {g + 1} (rows {first + 1}-{first + n}): cannot read it ({err}); "
+                        "expected an undamaged Parquet file: copy or write it again"
+                    ) from err
             first += n
-        if row is None:
-            return
-        for batch in pf.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups, columns=columns):
-            yield row, {c: batch.column(c).to_pylist() for c in columns}
-            row += batch.num_rows
-            if row >= stop:
+            if first >= stop:
                 return
