@@ -28,6 +28,9 @@ RECORD_FILE = "run_record.json"
 FILES_KEY = "files"  # the record's key holding the folder's digests
 BLOCK = 1 << 26  # 64 MiB: a file's blocks are hashed in parallel
 THREADS = max(1, min(8, os.cpu_count() or 1))
+# Files another program writes into a folder for the time of a save and deletes right after (transformers' JIT
+# checkpoint sentinel): a digest of one would make the finished folder look damaged, so none is ever taken.
+TRANSIENT = frozenset({"checkpoint-is-incomplete.txt"})
 
 
 def read_digest(path: str | Path) -> str:
@@ -82,7 +85,7 @@ def file_digest(path: str | Path) -> str:
 
 def folder_digests(folder: str | Path, exclude: Iterable[str] = ()) -> dict[str, dict[str, int | str]]:
     """``{relative path: {"bytes": size, ALGORITHM: digest}}`` of every file under ``folder`` (sorted), except
-    the relative paths in ``exclude``."""
+    the relative paths in ``exclude`` and the :data:`TRANSIENT` files (deleted once the save is over)."""
     root = Path(folder)
     skip = set(exclude)
     found = {}
@@ -90,7 +93,7 @@ def folder_digests(folder: str | Path, exclude: Iterable[str] = ()) -> dict[str,
         for name in sorted(names):
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()
-            if rel not in skip:
+            if rel not in skip and name not in TRANSIENT:
                 found[rel] = {"bytes": path.stat().st_size, ALGORITHM: read_digest(path)}
     return found
 

@@ -53,3 +53,14 @@ def test_damage_names_each_file_and_how(tmp_path: Path) -> None:
         "b.bin: its content differs from when it was saved",
         "c.bin is missing",
     ]
+
+
+def test_a_transient_marker_stays_out_of_the_digests(tmp_path: Path) -> None:
+    """transformers' JIT checkpoint writes ``checkpoint-is-incomplete.txt`` during a save and deletes it after: were it
+    digested, the finished checkpoint would be refused as damaged (``... is missing``)."""
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "checkpoint-is-incomplete.txt").write_text("Checkpoint started at step 7 and in progress...")
+    found = digests.folder_digests(tmp_path)
+    assert list(found) == ["model.safetensors"]
+    (tmp_path / "checkpoint-is-incomplete.txt").unlink()
+    assert digests.damage(tmp_path, found) == []

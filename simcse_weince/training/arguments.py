@@ -176,6 +176,7 @@ class ContrastiveTrainingArguments(TrainingArguments):
         self._check_hub_id()
         self._check_output_dir()
         self._check_gradient_cache()
+        self._check_stop_handling()
         if not (self.fp16 or self.bf16):
             if self.precision == "auto":
                 self.fp16 = torch.cuda.is_available()
@@ -237,6 +238,20 @@ class ContrastiveTrainingArguments(TrainingArguments):
         if os.path.exists(existing) and not os.path.isdir(existing):
             where = "is a file" if existing == path else f"lies under {existing}, a file"
             raise ValueError(f"output_dir {path} {where}; expected a folder")
+
+    def _check_stop_handling(self) -> None:
+        """The run's own ``SIGTERM`` handling is the only one (:mod:`~simcse_weince.training.signals`).
+
+        transformers' ``enable_jit_checkpoint`` installs its own ``SIGTERM`` handler over the run's: a signal then
+        saves a checkpoint and ends the loop as if training had finished (the model is exported, exit 0, no
+        ``stopped:`` line), and resuming that checkpoint can fail. Refused before anything loads.
+        """
+        if getattr(self, "enable_jit_checkpoint", False):
+            raise ValueError(
+                "enable_jit_checkpoint is not supported: its SIGTERM handler replaces the run's own, which already "
+                "saves a checkpoint at the next step on SIGTERM and ends in a stopped: line (Ctrl-C keeps the last "
+                "complete checkpoint); drop --enable_jit_checkpoint"
+            )
 
     def _check_gradient_cache(self) -> None:
         check_at_least("gradient_cache_chunk_size", self.gradient_cache_chunk_size, 1)

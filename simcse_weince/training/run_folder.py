@@ -26,6 +26,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 import simcse_weince.training.run_record as run_record
+from simcse_weince.digests import TRANSIENT
 from simcse_weince.training.config import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -118,8 +119,9 @@ def release(output_dir: str | Path) -> None:
 
 
 def is_temporary(name: str) -> bool:
-    """A file a save writes beside its target and renames (``*.tmp*``, ``tmp*``): left there, the save did not end."""
-    return ".tmp" in name or name.startswith("tmp")
+    """A file a save writes beside its target and renames (``*.tmp*``, ``tmp*``), or a marker it deletes once done
+    (:data:`~simcse_weince.digests.TRANSIENT`): left there, the save did not end."""
+    return ".tmp" in name or name.startswith("tmp") or name in TRANSIENT
 
 
 def checkpoint_folders(output_dir: str | Path) -> list[Path]:

@@ -288,3 +288,27 @@ def test_a_file_size_limit_while_writing_the_evaluation_report_names_it(
     line = message(capsys)
     assert code == 2 and line.startswith(f"error: could not write the evaluation report {out / 'eval_test.json'}: ")
     assert "the file-size limit of this process (ulimit -f: 512 bytes)" in line
+
+
+# ---- one handler of SIGTERM --------------------------------------------------------------------------------------
+def test_jit_checkpointing_is_refused_before_anything_loads(
+    tiny_bert_dir: Path,
+    wiki_sample: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """transformers' ``enable_jit_checkpoint`` would replace the run's SIGTERM handler (a stop then exported the model
+    as finished, exit 0): refused in one line naming the flag and the run's own stop, before any file is read."""
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("a model or data set was loaded before the setting was refused")
+
+    for name in ("load_hf_encoder", "prepare_corpus", "stsb_task"):
+        monkeypatch.setattr(train_text, name, loaded)
+    out = tmp_path / "run"
+    assert main(text_run_args(tiny_bert_dir, wiki_sample, out, **STEPS, enable_jit_checkpoint=True)) == 2
+    line = message(capsys)
+    assert "--enable_jit_checkpoint" in line and "enable_jit_checkpoint is not supported" in line
+    assert "saves a checkpoint at the next step on SIGTERM and ends in a stopped: line" in line
+    assert not out.exists() or not any(out.iterdir())  # nothing of the refused run was written
