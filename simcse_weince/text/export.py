@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from simcse_weince.file_modes import give_usual_modes
 from simcse_weince.text.model import SimCSEModel, inference_max_length
 
 logger = logging.getLogger(__name__)
@@ -104,5 +105,6 @@ def export_sentence_transformer(
     st.save(str(folder), create_model_card=False)  # the run renders its own card (training/ending.py)
     if card is not None:
         (folder / "README.md").write_text(card, encoding="utf-8")
+    give_usual_modes(folder)  # the weights are written through a 0600 temporary file; others may read the model
     logger.info("saved SentenceTransformer folder %s (pooler %s)", folder, model.inference_pooler)
     return folder

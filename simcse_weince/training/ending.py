@@ -30,6 +30,7 @@ from transformers import Trainer
 
 import simcse_weince.training.run as run_module
 from simcse_weince.file_errors import writing
+from simcse_weince.file_modes import give_usual_modes
 from simcse_weince.training.hub import HubPushError
 from simcse_weince.training.run import write_results
 from simcse_weince.training.run_record import RECORD, save_record
@@ -103,6 +104,7 @@ def export_and_push(
         if partial.exists():
             shutil.rmtree(partial)
         export(partial)
+        give_usual_modes(partial)  # whatever the exporter's writers did: others may read the model, as any file
     pushed = False
     if args.push_to_hub:
         state.phase = "pushing the model to the Hub"

@@ -38,6 +38,7 @@ from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, EvalLoopOutput
 
 from simcse_weince.file_errors import FileFault, reading, writing
+from simcse_weince.file_modes import give_usual_modes
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
@@ -235,6 +236,8 @@ class ContrastiveTrainer(Trainer):
         saves its model first and its ``trainer_state.json`` last, so a complete checkpoint always holds the
         record that resuming checks."""
         super().save_model(output_dir, _internal_call)
+        if self.args.should_save:  # the weights are written through a 0600 temporary file: readable as the folder's
+            give_usual_modes(output_dir or self.args.output_dir)
         record = self.run_state.record if self.run_state is not None else None
         if record is not None and self.args.should_save:
             save_record(output_dir or self.args.output_dir, record)

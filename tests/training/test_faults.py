@@ -312,3 +312,15 @@ def test_jit_checkpointing_is_refused_before_anything_loads(
     assert "--enable_jit_checkpoint" in line and "enable_jit_checkpoint is not supported" in line
     assert "saves a checkpoint at the next step on SIGTERM and ends in a stopped: line" in line
     assert not out.exists() or not any(out.iterdir())  # nothing of the refused run was written
+
+
+# ---- what a run writes, others may read ---------------------------------------------------------------------------
+def test_saved_files_have_the_mode_open_gives_them(finished: Path) -> None:
+    """Every file of a checkpoint and of the exported model is ``0o666 & ~umask``, as ``open()`` makes it: the weights
+    were written 0600 (a temporary file renamed), unreadable to another user of a shared machine."""
+    from simcse_weince.file_modes import current_umask
+
+    usual = 0o666 & ~current_umask()
+    for folder in (finished / "checkpoint-6", finished / "model"):
+        modes = {p.name: oct(p.stat().st_mode & 0o777) for p in folder.rglob("*") if p.is_file()}
+        assert "model.safetensors" in modes and set(modes.values()) == {oct(usual)}, modes
