@@ -16,7 +16,7 @@ from typing import Any
 
 from simcse_weince.stopping import Stopped, Terminated, TerminationHandler
 
-__all__ = ["EXIT_STOPPED", "EXIT_USAGE", "Stopped", "one_line", "run_command"]
+__all__ = ["EXIT_STOPPED", "EXIT_USAGE", "Stopped", "cut_long", "one_line", "run_command"]
 
 DEBUG_ENV = "SIMCSE_WEINCE_DEBUG"
 EXIT_USAGE = 2
@@ -41,14 +41,50 @@ def _final_exception(traceback_text: str, name: str) -> str:
     return unindented[-1] if unindented else traceback_text
 
 
+VALUE_CHARS = 200  # a quoted value longer than this is cut in a message
+RUN_CHARS = 1000  # ... and a run without spaces (longer: a path may be over 200 characters)
+MESSAGE_CHARS = 2000  # ... and a whole message
+# a quoted value ('...' or "...", as repr writes it) over VALUE_CHARS, or a run without spaces over RUN_CHARS; a
+# quote opens after a space or bracket and closes before one or a stop, so that the apostrophes of words (the
+# file's ... model's) never pair up around a part of the message
+_OPEN, _CLOSE = r"(?<![^\s(\[{=:,])", r"(?=[\s)\]},;:.!?]|$)"
+_LONG = re.compile(
+    rf"{_OPEN}'[^']{{{VALUE_CHARS + 1},}}'{_CLOSE}|{_OPEN}\"[^\"]{{{VALUE_CHARS + 1},}}\"{_CLOSE}"
+    rf"|\S{{{RUN_CHARS + 1},}}"
+)
+
+
+def _cut(text: str, limit: int) -> str:
+    return f"{text[:limit]}… ({len(text)} characters)"
+
+
+def cut_long(text: str) -> str:
+    """``text`` with every quoted value longer than :data:`VALUE_CHARS` cut to that length (``'xxx…' (3000000
+    characters)``), every run without spaces to :data:`RUN_CHARS`, then the whole to :data:`MESSAGE_CHARS`.
+
+    Messages quote what they found (an id, a cell, a line); read from a file without line breaks that can be
+    megabytes, and one ``error:`` line must stay readable. The rest of the message (where, what was expected)
+    is kept.
+    """
+
+    def cut(found: re.Match) -> str:
+        value = found.group()
+        if value[0] in "'\"" and value[-1] == value[0]:
+            return f"{value[0]}{value[1 : VALUE_CHARS + 1]}…{value[0]} ({len(value) - 2} characters)"
+        return _cut(value, RUN_CHARS)
+
+    text = _LONG.sub(cut, text)
+    return text if len(text) <= MESSAGE_CHARS else _cut(text, MESSAGE_CHARS)
+
+
 def one_line(err: BaseException) -> str:
-    """The error's message on one line (whitespace runs collapsed); for an error re-raised from a DataLoader
-    worker, the worker's final exception line only (not its traceback)."""
+    """The error's message on one line (whitespace runs collapsed, overlong values cut: :func:`cut_long`); for an
+    error re-raised from a DataLoader worker, the worker's final exception line only (not its traceback)."""
     text = str(err)
     worker = _WORKER_TRACEBACK.search(text)
     if worker:
         text = _final_exception(text[worker.end() :], worker.group(1))
-    text = " ".join(text.split())
+    text = cut_long(" ".join(text.split()))
     return text or type(err).__name__
 
 

@@ -158,3 +158,32 @@ def test_cli_interrupted_evaluation_ends_in_one_line_and_leaves_a_partial_report
     assert list(saved["sts"]) == ["SICKRelatedness"] and saved["transfer"] == {}
     assert "**Partial report**: 1 of 3 tasks done, missing TREC, MPQA" in md.read_text()
     assert not list(out.glob(".*.tmp"))
+
+
+def _beir_folder(folder: Path, qrels: str = "q1\td1\t1\n") -> Path:
+    """A one-query, one-document BEIR folder with the given qrels rows."""
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "a cat"}\n', encoding="utf-8")
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "a dog"}\n', encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")
+    return folder
+
+
+def test_cli_cuts_a_huge_quoted_value_to_a_readable_length(
+    tiny_bert_weights_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A qrels row whose id is megabytes long (a file with no line breaks, a binary file) ends in one readable
+    line: the quoted id cut, its length said, the rest of the message kept."""
+    huge = "x" * 3_000_000
+    folder = _beir_folder(tmp_path / "beir", f"{huge}\td1\t1\n")
+    options = ["--model", str(tiny_bert_weights_dir), "--tasks", f"retrieval:{folder}", "--output_dir", str(tmp_path)]
+    assert main(options) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 600, err[:1000]
+    assert err.startswith(f"error: {folder}/qrels/test.tsv:2: query-id '{'x' * 200}…' (3000000 characters) is not "
+                          "in queries.jsonl")  # fmt: skip
+    from simcse_weince.cli.errors import cut_long
+
+    prose = "the column 'sent1' holds " + "words " * 60 + "of the model's file"
+    assert cut_long(prose) == prose  # apostrophes of words do not pair up around a part of the message
+    assert cut_long("/" + "a" * 300) == "/" + "a" * 300  # a long path is kept
