@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -51,3 +53,20 @@ class TerminationHandler:
             logger.warning("SIGTERM received: saving a checkpoint at the end of this step, then stopping")
             return
         raise Terminated("SIGTERM")
+
+
+def stop_name(err: BaseException) -> str:
+    """How a run was stopped, in words: ``SIGTERM`` or ``interrupted (Ctrl-C)``."""
+    return "SIGTERM" if isinstance(err, Terminated) else "interrupted (Ctrl-C)"
+
+
+@contextmanager
+def kept_on_stop(kept: Callable[[], str]) -> Iterator[None]:
+    """Turn a stop inside the block (Ctrl-C, or ``SIGTERM`` under :class:`TerminationHandler`) into
+    :class:`Stopped` whose message says how it stopped, then ``kept()``: what was kept and how to go on
+    (``SIGTERM: nothing was written; run the same command again``). ``kept`` is called at the stop, so it reads
+    what the run had written by then."""
+    try:
+        yield
+    except KeyboardInterrupt as err:
+        raise Stopped(f"{stop_name(err)}: {kept()}") from err

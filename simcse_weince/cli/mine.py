@@ -19,11 +19,13 @@ from typing import NoReturn
 
 from simcse_weince.cli.errors import run_command
 from simcse_weince.model_sources import check_model_source
+from simcse_weince.stopping import kept_on_stop
 from simcse_weince.text.mining import (
     SAMPLING_STRATEGIES,
     MiningSettings,
     anchor_positive_columns,
     mine_negatives,
+    plan_mining,
     read_pairs,
 )
 from simcse_weince.text.mining_output import MiningOutputs
@@ -118,11 +120,15 @@ def run(argv: Sequence[str]) -> dict:
         raise ValueError("expected the pairs from --pairs FILE [FILE ...] or from --hub_dataset NAME, one of the two")
     outputs = MiningOutputs.plan(args.output, args.keep_unmined, args.overwrite, args.pairs or ())
     source = check_model_source(args.model)
-    pairs = read_pairs(args.pairs, columns, args.hub_dataset, args.hub_data_file, args.skip_bad_rows)
-    print(f"read {len(pairs):,} pairs ({len(set(pairs.anchors)):,} anchors) from {', '.join(pairs.sources)}")
-    model = load_sentence_transformer(source, args.pooler, args.device)
-    result = mine_negatives(pairs, model, settings)
-    summary = outputs.write(pairs, result, settings, {"model": args.model, "pooler": args.pooler})
+    with kept_on_stop(outputs.kept):
+        pairs = read_pairs(args.pairs, columns, args.hub_dataset, args.hub_data_file, args.skip_bad_rows)
+        print(f"read {len(pairs):,} pairs ({len(set(pairs.anchors)):,} anchors) from {', '.join(pairs.sources)}")
+        plan = plan_mining(pairs, settings)  # before the model loads
+        if plan.note:
+            print(f"note: {plan.note}")
+        model = load_sentence_transformer(source, args.pooler, args.device)
+        result = mine_negatives(pairs, model, settings, plan=plan)
+        summary = outputs.write(pairs, result, settings, {"model": args.model, "pooler": args.pooler})
     report(summary, outputs)
     return summary
 

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from simcse_weince import memory
 from simcse_weince.text.columns import ReadOptions
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources import open_sources
@@ -230,6 +231,97 @@ class MinedNegatives:
         }
 
 
+# Bytes per cell of the miner's (anchors, range_max + positives) tables: float32 scores and int64 indices, each
+# copied by the padding and the final top-k, and the boolean masks of the guards.
+_TABLE_BYTES = 3 * (4 + 8) + 4
+# Bytes per (anchor, candidate) of one query chunk's full similarity block (float32, with its top-k copy).
+_BLOCK_BYTES = 8
+_QUERY_CHUNK = 16384  # mine_hard_negatives' faiss_batch_size: the anchors scored at once
+# Bytes per sentence of one encoding batch (token states of every layer kept for a long sentence, float32), and
+# per sentence kept encoded (up to 1024 float32 dimensions, the texts and their tokens).
+_ENCODING_BYTES = 4 << 20
+_EMBEDDING_BYTES = 8 << 10
+
+
+@dataclass(frozen=True)
+class MiningPlan:
+    """What the miner is asked for on these pairs: the settings fitted to the candidates that exist.
+
+    Attributes:
+        candidates: the most candidates one anchor has (the distinct positives that are not its own).
+        miner_kwargs: the arguments of ``mine_hard_negatives`` (``range_max`` at most ``candidates``).
+        note: a line to show when a setting given was changed (``None``: none was).
+        memory: the estimated bytes of the mining's largest tables.
+    """
+
+    candidates: int
+    miner_kwargs: dict
+    note: str | None
+    memory: float
+
+
+def plan_mining(pairs: Pairs, settings: MiningSettings) -> MiningPlan:
+    """The settings fitted to the candidates of ``pairs``, checked before any model loads.
+
+    An anchor's candidates are the distinct positives other than its own, so ``range_max`` beyond the most
+    candidates an anchor has only pads the miner's tables (with a billion, 800 GB of them): it is lowered to that
+    count (said in :attr:`MiningPlan.note` when given larger), and ``num_negatives`` to what the window holds. The
+    memory the tables, the similarity blocks and the encoding batches need is then checked against what is
+    available.
+
+    Raises:
+        ValueError: no anchor has a candidate (one pair, identical pairs, one anchor: nothing can be mined),
+            ``range_min`` skips every candidate, or the setting needs more memory than is available; each names
+            the file or the flag and the way out.
+    """
+    where = ", ".join(pairs.sources)
+    own: dict[str, set[str]] = {}
+    for a, p in zip(pairs.anchors, pairs.positives, strict=True):
+        own.setdefault(a, set()).add(p)
+    corpus = len(set(pairs.positives))
+    most = max(corpus - len(theirs) for theirs in own.values())
+    if most == 0:
+        n, have = len(pairs), "has" if len(pairs) == 1 else "have"
+        raise ValueError(
+            f"{where}: no hard negative can be mined: its {n} pair{'s' * (n != 1)} {have} {corpus} distinct "
+            f"positive{'s' * (corpus != 1)}, all of them positives of every anchor, so no anchor has a candidate "
+            "(fewer than 2 distinct candidates: the negatives are the other pairs' positives); give pairs with "
+            "different anchors and positives"
+        )
+    if settings.range_min >= most:
+        raise ValueError(
+            f"--range_min {settings.range_min} skips every candidate: the anchors of {where} have at most {most} "
+            f"(the distinct positives not their own); expected --range_min < {most}"
+        )
+    kwargs, note = settings.miner_kwargs(), None
+    max_positives = max(len(theirs) for theirs in own.values())
+    guarded = any(getattr(settings, n) is not None for n in ("absolute_margin", "relative_margin", "max_score"))
+    derived = settings.range_min + settings.num_negatives * (10 if guarded else 1) + max_positives  # the miner's
+    wanted = settings.range_max if settings.range_max is not None else derived
+    if wanted > most:
+        kwargs["range_max"] = most
+        kwargs["num_negatives"] = min(settings.num_negatives, most - settings.range_min)
+        if settings.range_max is not None:
+            note = (
+                f"--range_max {settings.range_max} is more than the {most} candidates an anchor of {where} has "
+                f"(the distinct positives not its own): using {most}"
+            )
+    width = (kwargs["range_max"] if kwargs["range_max"] is not None else derived) + max_positives
+    queries, sentences = len(own), len(own) + corpus
+    table = float(queries) * width * _TABLE_BYTES
+    block = float(min(queries, _QUERY_CHUNK)) * corpus * _BLOCK_BYTES + float(sentences) * _EMBEDDING_BYTES
+    needs = {
+        "--range_max" if settings.range_max is not None else "--num_negatives": (
+            settings.range_max if settings.range_max is not None else settings.num_negatives,
+            table,
+        ),
+        "--pairs": (where, block),
+        "--batch_size": (settings.batch_size, float(min(settings.batch_size, sentences)) * _ENCODING_BYTES),
+    }
+    total = memory.check_memory(needs, f"mining {len(pairs):,} pairs")
+    return MiningPlan(most, kwargs, note, total)
+
+
 def pair_scores(model, anchors: Sequence[str], positives: Sequence[str], batch_size: int) -> np.ndarray:
     """(P,) ``s(anchor, positive)`` of each pair, encoded and scored as ``mine_hard_negatives`` does (anchors as
     queries, positives as documents, normalised, ``model.similarity_pairwise``)."""
@@ -241,23 +333,27 @@ def pair_scores(model, anchors: Sequence[str], positives: Sequence[str], batch_s
     return model.similarity_pairwise(q, d).float().cpu().numpy()
 
 
-def mine_negatives(pairs: Pairs, model, settings: MiningSettings, verbose: bool = True) -> MinedNegatives:
+def mine_negatives(
+    pairs: Pairs, model, settings: MiningSettings, verbose: bool = True, plan: MiningPlan | None = None
+) -> MinedNegatives:
     """Mine ``settings.num_negatives`` negatives per pair with ``model`` (a ``SentenceTransformer``) through
     ``sentence_transformers.util.mine_hard_negatives`` (triplet output with scores), then lay the triplets out
     in the order of the pairs (see the module docstring). ``verbose``: the miner prints its score table and what
-    each guard skipped.
+    each guard skipped. ``plan``: :func:`plan_mining`'s (made here when not given).
 
     Raises:
         ImportError: ``use_faiss`` without the ``faiss`` package.
+        ValueError: see :func:`plan_mining`.
     """
     from datasets import Dataset
     from sentence_transformers.util import mine_hard_negatives
 
+    plan = plan_mining(pairs, settings) if plan is None else plan
     random.seed(settings.seed)  # the miner's random sampling draws from Python's random
     data = Dataset.from_dict({"anchor": pairs.anchors, "positive": pairs.positives})
     mined = mine_hard_negatives(data, model, anchor_column_name="anchor", positive_column_name="positive",
                                 output_format="triplet", output_scores=True, verbose=verbose,
-                                **settings.miner_kwargs())  # fmt: skip
+                                **plan.miner_kwargs)  # fmt: skip
     found: dict[tuple[str, str], list[tuple[str, float]]] = {}
     positive_of: dict[tuple[str, str], float] = {}
     for a, p, n, (sp, sn) in zip(mined["anchor"], mined["positive"], mined["negative"], mined["scores"], strict=True):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from simcse_weince.text.mining import MinedNegatives, MiningSettings, Pairs
@@ -40,6 +40,7 @@ class MiningOutputs:
     plot: Path
     summary: Path
     keep_unmined: bool
+    written: list[Path] = field(default_factory=list, compare=False)  # by this run, as each is complete
 
     @classmethod
     def plan(
@@ -72,16 +73,19 @@ class MiningOutputs:
         """Write the files; returns the summary written to :attr:`summary` (``about``: the model and its
         pooler, added to it)."""
         write_rows(self.rows, TRIPLET_COLUMNS, result.rows)
+        self.written.append(self.rows)
         unmined = None
         if self.keep_unmined and result.unmined:
             lone = [(pairs.anchors[i], pairs.positives[i]) for i in result.unmined]
             unmined = str(write_rows(self.unmined, PAIR_COLUMNS, lone))
+            self.written.append(self.unmined)
         elif self.unmined.exists():  # an earlier run's, replaced by nothing (the plan allowed it: overwrite)
             self.unmined.unlink()
             logger.warning("removed %s, an earlier run's pairs without a negative", self.unmined)
         counts = result.counts(pairs, settings.num_negatives)
         title = f"{about.get('model', '')}: {counts['rows_written']} negatives, {len(pairs)} pairs"
         plot_scores(self.plot, result, settings, title)
+        self.written.append(self.plot)
         summary = {
             **about,
             "inputs": pairs.sources,
@@ -94,4 +98,19 @@ class MiningOutputs:
         }
         with atomic_file(self.summary) as tmp:
             tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        self.written.append(self.summary)
         return summary
+
+    def kept(self) -> str:
+        """What a stop leaves, and how to go on (each file is written atomically: one there is complete)."""
+        if not self.written:
+            return (
+                f"nothing was written ({self.rows} and its companions are written at the end); run the same command "
+                "again to mine from the start"
+            )
+        missing = [p for p in (self.plot, self.summary) if p not in self.written]
+        kept = ", ".join(str(p) for p in self.written)
+        return (
+            f"kept {kept} (complete); not written: {', '.join(str(p) for p in missing)}; run the same command "
+            "with --overwrite to mine again"
+        )

@@ -343,3 +343,119 @@ def test_use_faiss_mines_what_the_exact_search_mines(tiny_bert_weights_dir, pair
         assert mine(capsys, *common, *extra, "--output", tmp_path / name)[0] == 0
     exact, flat = read_back([tmp_path / "exact.csv"]), read_back([tmp_path / "faiss.csv"])
     assert flat and sum(a != b for a, b in zip(exact, flat, strict=True)) <= 1  # a near-tie may swap
+
+
+# ---- sizes, pairs that give nothing, stops ----------------------------------------------------------------------
+def test_range_max_is_limited_to_the_candidates_that_exist(
+    tiny_bert_weights_dir, pairs_csv, sick_pairs, tmp_path, capsys, monkeypatch
+) -> None:
+    """``--range_max 1000000000`` once made the miner pad its score table to a billion columns per anchor (800 GB):
+    it is clamped to the candidates an anchor has (the distinct positives not its own), and said so."""
+    import sentence_transformers.util
+
+    real = sentence_transformers.util.mine_hard_negatives
+    corpus = len({p for _, p in sick_pairs})
+    seen: list[int] = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["range_max"])
+        assert kwargs["range_max"] <= corpus, "the miner was asked for more candidates than exist"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sentence_transformers.util, "mine_hard_negatives", spy)
+    out = tmp_path / "mined.csv"
+    code, stdout, err = mine(capsys, "--pairs", pairs_csv, "--model", tiny_bert_weights_dir, "--pooler", "avg",
+                             "--range_max", 1_000_000_000, "--output", out)  # fmt: skip
+    assert code == 0, err
+    most = max(corpus - len({p for b, p in sick_pairs if b == a}) for a, _ in sick_pairs)
+    assert seen == [most]
+    assert f"--range_max 1000000000 is more than the {most} candidates" in stdout and f"using {most}" in stdout
+    assert [tuple(r[:2]) for r in read_back([out])] == sick_pairs  # the same rows as any range_max >= the candidates
+    summary = json.loads((tmp_path / "mined_scores.json").read_text(encoding="utf-8"))
+    assert summary["settings"]["range_max"] == 1_000_000_000  # the settings given are recorded as given
+
+
+def test_a_setting_that_needs_more_memory_than_there_is_is_refused_before_the_model_loads(
+    pairs_csv, tiny_bert_weights_dir, tmp_path, capsys, monkeypatch
+) -> None:
+    from simcse_weince import memory
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model loaded before the error")
+
+    monkeypatch.setattr(mine_cli, "load_sentence_transformer", no_model)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 50 << 20)
+    code, _, err = mine(capsys, "--pairs", pairs_csv, "--model", tiny_bert_weights_dir, "--batch_size", 100,
+                        "--output", tmp_path / "o.csv")  # fmt: skip
+    assert code == 2 and "\n" not in err.strip(), err
+    assert err.startswith("error: --batch_size 100 needs about ") and "more than the 50 MB available" in err, err
+    assert "expected a smaller --batch_size" in err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("name", "rows", "why"),
+    [
+        ("one pair", [("a cat sleeps", "a cat is asleep")], "its 1 pair has 1 distinct positive"),
+        ("identical pairs", [("a cat sleeps", "a cat is asleep")] * 3, "its 3 pairs have 1 distinct positive"),
+        ("one anchor", [("a cat sleeps", "a cat is asleep"), ("a cat sleeps", "the cat naps")], "2 distinct"),
+    ],
+)
+def test_pairs_that_give_no_candidate_are_refused_naming_the_file(
+    name, rows, why, tiny_bert_weights_dir, tmp_path, capsys
+) -> None:
+    """Once: exit 0, a header-only file and a warning blaming guards that were not set."""
+    pairs = write_rows(tmp_path / "pairs.csv", ("sent0", "sent1"), rows)
+    out = tmp_path / "mined.csv"
+    code, stdout, err = mine(capsys, "--pairs", pairs, "--model", tiny_bert_weights_dir, "--pooler", "avg",
+                             "--output", out)  # fmt: skip
+    assert code == 2, stdout
+    err = err.strip()
+    assert err.startswith(f"error: {pairs}: no hard negative can be mined") and "\n" not in err, err
+    assert why in err and "fewer than 2 distinct candidates" in err
+    assert sorted(os.listdir(tmp_path)) == ["pairs.csv"]  # no empty output left behind
+
+
+def _sigterm_at(module, name: str, monkeypatch) -> None:
+    """``module.name`` replaced by a SIGTERM to this process (as ``kill`` sends it), arriving while it runs."""
+    import signal
+    import time
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises here
+        raise AssertionError("SIGTERM was not handled")
+
+    monkeypatch.setattr(module, name, terminated)
+
+
+def test_a_stop_while_mining_says_nothing_was_written_and_the_same_command_runs_again(
+    tiny_bert_weights_dir, pairs_csv, tmp_path, capsys, monkeypatch
+) -> None:
+    out = tmp_path / "mined.csv"
+    argv = ["--pairs", pairs_csv, "--model", tiny_bert_weights_dir, "--pooler", "avg", "--output", out]
+    with monkeypatch.context() as patch:
+        _sigterm_at(mine_cli, "mine_negatives", patch)
+        code, _, err = mine(capsys, *argv)
+    assert code == 130  # the last line of stderr (above it: the progress bars)
+    assert err.strip().splitlines()[-1] == (
+        f"stopped: SIGTERM: nothing was written ({out} and its companions are written at the end); run the same "
+        "command again to mine from the start"
+    )
+    assert not out.exists()
+    assert mine(capsys, *argv)[0] == 0  # the same command runs
+
+
+def test_a_stop_while_writing_names_the_files_kept(tiny_bert_weights_dir, pairs_csv, tmp_path, capsys, monkeypatch):
+    from simcse_weince.text import mining_output
+
+    out = tmp_path / "mined.csv"
+    _sigterm_at(mining_output, "plot_scores", monkeypatch)
+    code, _, err = mine(capsys, "--pairs", pairs_csv, "--model", tiny_bert_weights_dir, "--pooler", "avg",
+                        "--output", out)  # fmt: skip
+    assert code == 130
+    assert err.strip().splitlines()[-1] == (
+        f"stopped: SIGTERM: kept {out} (complete); not written: {tmp_path / 'mined_scores.png'}, "
+        f"{tmp_path / 'mined_scores.json'}; run the same command with --overwrite to mine again"
+    )
+    assert len(read_back([out])) == 60
