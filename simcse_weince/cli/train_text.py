@@ -30,7 +30,12 @@ from simcse_weince.text.model import SimCSEModel, inference_max_length, load_hf_
 from simcse_weince.text.model_card import inference_description, render_model_card, score_label
 from simcse_weince.text.positions import check_length_fits, model_position_limit
 from simcse_weince.text.trainer import SimCSETrainer
-from simcse_weince.text.validation import ValidationEvaluator, load_validation_task, parse_validation
+from simcse_weince.text.validation import (
+    ValidationEvaluator,
+    check_scores_vary,
+    load_validation_task,
+    parse_validation,
+)
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import SettingSources, parse_config_and_sources, save_run_info
 from simcse_weince.training.ending import exit_code, finish_run
@@ -62,6 +67,7 @@ def evaluation_tasks(data: DataArguments, metric: str | None) -> tuple[dict, dic
     else:
         task = load_validation_task(chosen)
         tasks = {"validation": task.first_pairs(data.eval_max_pairs) if isinstance(task, STSTask) else task}
+        check_scores_vary(tasks["validation"], chosen)
     if data.eval_test_at_end:
         tasks["stsb_test"] = stsb_task(data, "test")
     return tasks, record

@@ -96,6 +96,25 @@ def load_validation_task(validation: Validation) -> STSTask | RetrievalTask:
     raise ValueError(f"validation {validation.spec!r} is read from the SentEval folder")
 
 
+def check_scores_vary(task: STSTask | RetrievalTask, validation: Validation) -> None:
+    """An STS validation whose scored pairs (after ``eval_max_pairs``) all have one score is refused: Spearman and
+    Pearson correlations with a constant are undefined (NaN at every evaluation), so no checkpoint could be chosen
+    by them, and the last one would be kept as "best".
+
+    Raises:
+        ValueError: names the file, the score and how many pairs carry it.
+    """
+    if not isinstance(task, STSTask):
+        return
+    scores = task.subsets[0].scores
+    if len(scores) >= 2 and min(scores) == max(scores):
+        raise ValueError(
+            f"validation {validation.spec}: all {len(scores)} scored pairs have the score {scores[0]:g}, so their "
+            "correlation with the model's similarities is undefined (NaN) and no best checkpoint can be chosen; "
+            "use an STS file whose scores vary (or, with eval_max_pairs, whose first pairs do), or validation: stsb"
+        )
+
+
 class ValidationEvaluator:
     """``evaluator(model) -> {metric: value × 100}`` of the current model (its inference pooler) on an STS task
     (``{name}_spearman``, ``{name}_pearson``) or a retrieval task (``retrieval_<metric>``).

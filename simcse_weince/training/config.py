@@ -30,6 +30,7 @@ from typing import Any, NoReturn
 import yaml
 from transformers import HfArgumentParser
 
+from simcse_weince import strict_json
 from simcse_weince.file_errors import writing
 
 
@@ -366,7 +367,7 @@ def to_plain(obj: Any) -> Any:
         obj = obj.to_dict()
     elif dataclasses.is_dataclass(obj):
         obj = dataclasses.asdict(obj)
-    return json.loads(json.dumps(obj, default=str))
+    return json.loads(strict_json.dumps(obj, default=str))  # a non-finite float (never a setting's) is None
 
 
 def save_run_info(output_dir: str | Path, groups: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:

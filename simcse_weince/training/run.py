@@ -11,7 +11,6 @@ setting is validated before anything heavy loads), then::
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import sys
@@ -25,6 +24,7 @@ import datasets
 import transformers
 from transformers import Trainer, TrainerState, TrainingArguments, set_seed
 
+import simcse_weince.strict_json as strict_json
 import simcse_weince.training.run_folder as run_folder
 import simcse_weince.training.run_record as run_record
 from simcse_weince.file_errors import FileFault
@@ -391,8 +391,9 @@ def batch_used(per_device: int, rows: int, processes: int) -> int:
 
 
 def write_results(output_dir: str | Path, results: dict[str, Any]) -> Path:
-    """``<output_dir>/results.json``."""
+    """``<output_dir>/results.json``, strict JSON: a score that is not a number is ``null``
+    (:mod:`~simcse_weince.strict_json`)."""
     path = Path(output_dir) / "results.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+    path.write_text(strict_json.dumps(results, indent=2, default=str), encoding="utf-8")
     return path

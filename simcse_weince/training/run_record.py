@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from simcse_weince import strict_json
 from simcse_weince.digests import FILES_KEY, RECORD_FILE, damage, file_digest, folder_digests
 from simcse_weince.losses.topm import TopMConfig
 from simcse_weince.paths import resolve_data_path
@@ -135,7 +136,7 @@ def save_record(folder: str | Path, record: dict[str, Any], with_digests: bool =
     files = folder_digests(folder, exclude=(RECORD,)) if with_digests else None
     path = Path(folder, RECORD)
     partial = path.with_name(f"{RECORD}.tmp")
-    partial.write_text(json.dumps({**record, FILES: files}, indent=1, sort_keys=True), encoding="utf-8")
+    partial.write_text(strict_json.dumps({**record, FILES: files}, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(partial, path)
 
 

@@ -324,3 +324,35 @@ def test_saved_files_have_the_mode_open_gives_them(finished: Path) -> None:
     for folder in (finished / "checkpoint-6", finished / "model"):
         modes = {p.name: oct(p.stat().st_mode & 0o777) for p in folder.rglob("*") if p.is_file()}
         assert "model.safetensors" in modes and set(modes.values()) == {oct(usual)}, modes
+
+
+# ---- a validation that cannot choose ------------------------------------------------------------------------------
+def test_a_validation_file_with_one_score_is_refused_before_training(
+    tiny_bert_dir: Path,
+    wiki_sample: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every pair scored 3: Spearman is NaN at every evaluation and the last checkpoint was kept as "best", with
+    NaN and -Infinity in results.json. Refused in one line naming the file, before the corpus or the model loads."""
+    sts = tmp_path / "dev.tsv"
+    rows = [f"a cat sat on mat {i}\ta dog lay on rug {i}\t3" for i in range(8)]
+    sts.write_text("sentence1\tsentence2\tscore\n" + "\n".join(rows) + "\n")
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the corpus or the model was loaded before the validation file was refused")
+
+    for name in ("load_hf_encoder", "prepare_corpus"):
+        monkeypatch.setattr(train_text, name, loaded)
+    out = tmp_path / "run"
+    argv = text_run_args(
+        tiny_bert_dir, wiki_sample, out, **STEPS, validation=f"sts:{sts}", metric_for_best_model="sts_spearman"
+    )
+    assert main(argv) == 2
+    assert message(capsys) == (
+        f"error: validation sts:{sts}: all 8 scored pairs have the score 3, so their correlation with the model's "
+        "similarities is undefined (NaN) and no best checkpoint can be chosen; use an STS file whose scores vary (or, "
+        "with eval_max_pairs, whose first pairs do), or validation: stsb"
+    )
+    assert not (out / "results.json").exists() and not (out / HOLDER).exists()

@@ -68,3 +68,26 @@ def test_a_checkpoint_whose_digests_were_not_written_is_incomplete(tmp_path: Pat
     assert latest_complete_checkpoint(tmp_path, clean=False) == done
     (done / "trainer_state.json").unlink()
     assert latest_complete_checkpoint(tmp_path, clean=False) == old
+
+
+def test_results_are_strict_json_with_null_for_what_is_not_a_number(tmp_path: Path) -> None:
+    """A NaN score (an undefined correlation) and an infinite one were written as ``NaN`` / ``-Infinity``, which no
+    strict JSON reader accepts: they are ``null``, and the file parses without Python's extensions."""
+    import json
+
+    import numpy as np
+
+    from simcse_weince.training.run import write_results
+
+    path = write_results(
+        tmp_path,
+        {"after": {"validation": float("nan")}, "best_metric_during_training": float("-inf"), "curve": [(1, np.nan)],
+         "steps": 6, "loss": 0.5, "where": tmp_path},
+    )  # fmt: skip
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"non-JSON constant {constant} in results.json")
+
+    got = json.loads(path.read_text(), parse_constant=refuse)
+    assert got == {"after": {"validation": None}, "best_metric_during_training": None, "curve": [[1, None]],
+                   "steps": 6, "loss": 0.5, "where": str(tmp_path)}  # fmt: skip
