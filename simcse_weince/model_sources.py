@@ -3,6 +3,7 @@ anything loads so that a wrong name is one line naming what was expected."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -63,13 +64,15 @@ def check_model_source(name: str) -> str:
     ``HF_HUB_OFFLINE=1``, must be in the local Hugging Face cache).
 
     Raises:
-        ModelSourceError: no such path / a path that is not a model folder / not in the offline cache.
+        ModelSourceError: no such path / a path that is not a model folder / an image encoder / not in the
+            offline cache.
     """
     resolved = resolve_model_path(name)
     path = Path(resolved)
     if path.exists():
         if not path.is_dir():
             raise ModelSourceError(f"model {name!r}: {path} is a file; expected a model folder (with config.json)")
+        check_not_image_encoder(name, path)
         if (path / "model" / "modules.json").is_file() or any((path / f).is_file() for f in MODEL_FILES):
             return resolved
         raise ModelSourceError(
@@ -88,3 +91,36 @@ def check_model_source(name: str) -> str:
                 "Hugging Face cache (HF_HUB_OFFLINE=1); pass a local folder, or download it with network first"
             )
     return resolved
+
+
+VISION_COMMANDS = "simclr-train (python -m simcse_weince.cli.train_vision) and simcse-diagnose"
+
+
+def check_not_image_encoder(name: str, path: Path) -> None:
+    """Refuse the output of a vision run (or its ``model/`` folder) as a text model.
+
+    A vision run is a model folder too: its ``model/config.json`` (SimCLR's construction arguments, with a
+    ``backbone``) would pass for a Hugging Face config, and loading it as text fails deep in transformers (no
+    ``model_type``, no tokenizer: a sentencepiece message). It is recognised by the vision trainer's own format
+    (:func:`~simcse_weince.vision.model.simclr_folder`).
+
+    Raises:
+        ModelSourceError: names the folder, its backbone, and the commands that take it.
+    """
+    from simcse_weince.vision.model import simclr_folder
+
+    folder = simclr_folder(path)
+    if folder is None:
+        return
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    if not isinstance(config, dict) or "model_type" in config:
+        return  # a Hugging Face config (some vision models of transformers name a backbone too)
+    backbone = config.get("backbone")
+    raise ModelSourceError(
+        f"model {name!r}: {path} is the output of a vision run: an image encoder (SimCLR, backbone {backbone}, "
+        f"{folder / 'config.json'}); expected a text encoder (a training output folder of the text trainer, a "
+        f"SentenceTransformer or Hugging Face text model); use this one with the vision commands: {VISION_COMMANDS}"
+    )
