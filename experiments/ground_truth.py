@@ -33,14 +33,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
+from concurrent.futures import as_completed
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from experiments.common import stop_pool, worker_pool
 from simcse_weince.cli.errors import run_command
+from simcse_weince.memory import check_memory
 from simcse_weince.simulation.learning import LOSSES, TrainConfig, build_loss, observations, train_encoder, train_table
 from simcse_weince.simulation.search import (
     first_order_constant,
@@ -54,7 +55,8 @@ from simcse_weince.simulation.search import (
     universe_gap,
     whole_universe_cross_entropy,
 )
-from simcse_weince.simulation.universe import KERNELS, Universe, kernel_law, make_universe
+from simcse_weince.simulation.universe import KERNELS, PAIR_CHUNK, Universe, kernel_law, make_universe
+from simcse_weince.stopping import Stopped, kept_on_stop, stop_name
 
 SWEEPS = ("proposition", "negatives", "temperature", "encoder")
 MAX_SEED = 2**62
@@ -204,6 +206,51 @@ def check(settings: dict) -> None:
         raise ValueError("--ks: a slope needs at least 2 values of k")
     if settings["sweep"] == "negatives" and len(settings["ks"]) < 2:
         raise ValueError("--ks: a slope needs at least 2 values of k")
+
+
+# The memory a cell needs, by what scales it (float64 and int64 are 8 bytes; the factors count the arrays alive
+# at once): the universe's N × N matrices (cosines, logits, M, its CDF, log M, the learned cosines, log Q̂, ...),
+# the N × d vectors with the table, its gradient and Adam's two moments, and so on.
+_F = 8
+WORKER_BYTES = 700 << 20  # a worker process with torch and the project imported
+
+
+def _largest(settings: dict, *names: str) -> str:
+    """Of the flags ``names`` whose values multiply into one array, the one with the largest value (named when it
+    does not fit)."""
+    return max(names, key=lambda n: max(settings[n]) if isinstance(settings[n], list) else settings[n])
+
+
+def memory_needs(settings: dict, workers: int) -> dict[str, tuple[object, float]]:
+    """``flag -> (value, bytes)``: an upper estimate of the memory the sweep's settings need, per flag (for
+    :func:`~simcse_weince.memory.check_memory`); ``--workers`` counts the other workers' cells and processes."""
+    s = settings
+    n, k = s["items"], max(s["ks"])
+    needs: dict[str, tuple[object, float]] = {
+        "--items": (n, float(n) * n * _F * 8 + float(PAIR_CHUNK) * n * _F * 2),
+        "--dim": (s["dim"], float(n) * s["dim"] * _F * 5),
+    }
+    if s["sweep"] == "proposition":
+        needs["--samples"] = (s["samples"], float(s["samples"]) * _F * 2)
+        needs["--ks"] = (s["ks"], 4096.0 * (1 + k) * _F * 5)
+    else:
+        needs["--pairs"] = (s["pairs"], float(max(s["pairs"])) * _F * 4)
+        flag = _largest(s, "batch", "ks")
+        needs[f"--{flag}"] = (s[flag], float(s["batch"]) * (1 + k) * _F * 12)
+        needs["--eval_sizes"] = (s["eval_sizes"], 256.0 * max(s["eval_sizes"]) * _F * 10)
+        needs["--eval_sets"] = (s["eval_sets"], float(s["eval_sets"]) * _F * 2)
+        if s["sweep"] == "encoder":
+            needs["--obs_width"] = (s["obs_width"], float(n) * s["obs_width"] * _F * 2)
+            needs["--hidden"] = (s["hidden"], (float(n) + s["obs_width"]) * s["hidden"] * _F * 4)
+        else:
+            flag = _largest(s, "link_batches", "link_anchors", "link_size")
+            link = float(s["link_batches"]) * s["link_anchors"] * s["link_size"] * _F * 6
+            needs[f"--{flag}"] = (s[flag], needs.get(f"--{flag}", (0, 0.0))[1] + link)
+    cell = sum(b for _, b in needs.values())
+    parallel = min(workers, len(cells(settings)))
+    if parallel > 1:
+        needs["--workers"] = (workers, (parallel - 1) * (cell + WORKER_BYTES))
+    return needs
 
 
 def cells(settings: dict) -> list[dict]:
@@ -366,6 +413,13 @@ class CellStore:
             with self.path.open("a") as f:  # end a torn line, so the next record starts on its own line
                 f.write("\n")
 
+    def kept(self, total: int) -> str:
+        """What a stop keeps and how to go on (the store is read back by the same command)."""
+        return (
+            f"kept {len(self.done)} of {total} cells in {self.path} (the cells in progress are dropped); run the "
+            "same command to resume from there"
+        )
+
     def add(self, record: dict) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
@@ -375,24 +429,35 @@ class CellStore:
 
 
 def run_sweep(settings: dict, out: Path, workers: int, progress: Callable[[str], None] = print) -> list[dict]:
-    """Run the cells not yet in the store; return every cell's record in the sweep's order."""
+    """Run the cells not yet in the store; return every cell's record in the sweep's order.
+
+    Raises:
+        Stopped: Ctrl-C or ``SIGTERM``: the workers are ended, the message says how many cells the store kept
+            and that the same command resumes.
+    """
     store = CellStore(out, settings)
     todo = [c for c in cells(settings) if cell_key(c) not in store.done]
-    store.start(settings)
     total = len(cells(settings))
-    if len(todo) < total:
-        progress(f"resuming: {total - len(todo)} of {total} cells already done in {store.path}")
-    if workers == 1:
-        for cell in todo:
-            store.add(run_cell(settings, cell))
-            progress(f"cell {len(store.done)}/{total} done: {cell_key(cell)}")
-    elif todo:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(run_cell, settings, cell) for cell in todo]
-            for future in as_completed(futures):
-                record = future.result()
-                store.add(record)
-                progress(f"cell {len(store.done)}/{total} done: {cell_key(record['cell'])}")
+    with kept_on_stop(lambda: store.kept(total)):
+        store.start(settings)
+        if len(todo) < total:
+            progress(f"resuming: {total - len(todo)} of {total} cells already done in {store.path}")
+        if workers == 1:
+            for cell in todo:
+                store.add(run_cell(settings, cell))
+                progress(f"cell {len(store.done)}/{total} done: {cell_key(cell)}")
+        elif todo:
+            pool = worker_pool(workers)  # its workers end with this process, even on kill -9
+            try:
+                futures = [pool.submit(run_cell, settings, cell) for cell in todo]
+                for future in as_completed(futures):
+                    record = future.result()
+                    store.add(record)
+                    progress(f"cell {len(store.done)}/{total} done: {cell_key(record['cell'])}")
+            except BaseException:
+                stop_pool(pool)  # a stop or a failed cell: the other cells are not waited for
+                raise
+            pool.shutdown()
     return [store.done[cell_key(c)] for c in cells(settings)]
 
 
@@ -703,16 +768,25 @@ def run(argv: Sequence[str]) -> dict:
     settings = resolve(args)  # before any work
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    workers = min(args.workers, len(cells(settings)))
+    check_memory(memory_needs(settings, args.workers), f"{workers} cell{'s' * (workers > 1)} at once")
     out = Path(args.out)
     t0 = time.perf_counter()
     records = run_sweep(settings, out, args.workers)
-    summary, table = REPORTS[settings["sweep"]](settings, records)
-    image = plot(settings, summary, out / f"{settings['sweep']}.png")
-    compute = sum(r["seconds"] for r in records)
-    summary |= {"settings": settings, "cell_seconds": compute, "wall_seconds": time.perf_counter() - t0}
-    table += f"\nCompute: {compute:.0f} s in cells ({len(records)} cells); plot {image.name}.\n"
-    (out / f"{settings['sweep']}.json").write_text(json.dumps(summary, indent=2))
-    (out / f"{settings['sweep']}.md").write_text(table)
+    sweep = settings["sweep"]
+    try:
+        summary, table = REPORTS[sweep](settings, records)
+        image = plot(settings, summary, out / f"{sweep}.png")
+        compute = sum(r["seconds"] for r in records)
+        summary |= {"settings": settings, "cell_seconds": compute, "wall_seconds": time.perf_counter() - t0}
+        table += f"\nCompute: {compute:.0f} s in cells ({len(records)} cells); plot {image.name}.\n"
+        (out / f"{sweep}.json").write_text(json.dumps(summary, indent=2))
+        (out / f"{sweep}.md").write_text(table)
+    except KeyboardInterrupt as err:
+        raise Stopped(
+            f"{stop_name(err)}: kept all {len(records)} cells in {out / (sweep + '.cells.jsonl')}, the report not "
+            "written; run the same command to write it (no cell runs again)"
+        ) from err
     print(table + f"\nwrote {out / (settings['sweep'] + '.md')}")
     return summary
 

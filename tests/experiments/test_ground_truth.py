@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,125 @@ def test_a_quick_encoder_sweep_scores_held_out_items(tmp_path: Path) -> None:
     assert set(cell) >= {"train", "heldout", "lambda_mean"} and 0 <= cell["heldout"]["top1"] <= 1
     assert cell["heldout"]["universe_gap"] > 0 and summary["settings"]["items"] == 128  # the sweep's own size
     assert "held-out items" in (tmp_path / "encoder.md").read_text()
+
+
+# ---- sizes against memory, the pool's workers, stops -------------------------------------------------------------
+TINY_PROPOSITION = ["proposition", "--quick", "--kernels", "vmf", "--ks", "16", "64", "--samples", "2000"]
+
+
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        (["--items", "10000000000"], "--items 10000000000"),  # once: torch.randn(1e10, 4) float64, 320 GB
+        (["--dim", "100000000000"], "--dim 100000000000"),
+        (["--pairs", "100000000000"], "--pairs 100000000000"),
+        (["--samples", "1000000000000"], "--samples 1000000000000"),
+    ],
+)
+def test_a_size_that_needs_more_memory_than_there_is_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, options: list[str], flag: str
+) -> None:
+    monkeypatch.setattr(ground_truth, "run_sweep", lambda *a, **k: pytest.fail("the sweep started"))
+    out = tmp_path / "never"
+    sweep = ["proposition", "--quick"] if flag.startswith("--samples") else ["negatives", "--quick"]
+    assert ground_truth.main([*sweep, *options, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {flag} needs about ") and "\n" not in err, err
+    assert "GB of memory" in err and "available on this machine" in err
+    assert err.endswith(f"expected a smaller {flag.split()[0]}")
+    assert not out.exists()
+
+
+def test_the_memory_check_counts_every_worker(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch):
+    from simcse_weince import memory
+
+    monkeypatch.setattr(ground_truth, "run_sweep", lambda *a, **k: pytest.fail("the sweep started"))
+    one = ground_truth.memory_needs(ground_truth.resolve(ground_truth.build_parser().parse_args(
+        ["negatives", "--quick", "--out", "x"])), workers=1)  # fmt: skip
+    total = sum(b for _, b in one.values())
+    monkeypatch.setattr(memory, "available_bytes", lambda: int(3 * total))
+    assert ground_truth.main(["negatives", "--quick", "--workers", "4", "--out", str(tmp_path / "never")]) == 2
+    assert capsys.readouterr().err.startswith("error: --workers 4 needs about ")
+
+
+def test_a_stopped_sweep_says_what_it_kept_and_the_same_command_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+    import time
+
+    real = ground_truth.run_cell
+    calls: list[dict] = []
+
+    def second_is_killed(settings: dict, cell: dict) -> dict:
+        calls.append(cell)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        return real(settings, cell)
+
+    out = tmp_path / "sweep"
+    argv = [*TINY_PROPOSITION, "--out", str(out)]
+    with monkeypatch.context() as patch:
+        patch.setattr(ground_truth, "run_cell", second_is_killed)
+        assert ground_truth.main(argv) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"stopped: SIGTERM: kept 1 of 2 cells in {out / 'proposition.cells.jsonl'} (the cells in progress are "
+        "dropped); run the same command to resume from there"
+    )
+    assert ground_truth.main(argv) == 0
+    assert f"resuming: 1 of 2 cells already done in {out / 'proposition.cells.jsonl'}" in capsys.readouterr().out
+
+
+ORPHAN_SCRIPT = """
+import os, sys, time
+from experiments.common import worker_pool
+pool = worker_pool(2)
+futures = [pool.submit(time.sleep, 60) for _ in range(2)]
+while True:
+    children = [int(p) for p in open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()]
+    if len(children) >= 3:  # the two workers and the resource tracker
+        break
+    time.sleep(0.05)
+time.sleep(0.5)  # the workers are past their initializer
+print(" ".join(map(str, children)), flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited (its new parent reaps it)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process tree from /proc")
+def test_the_workers_and_the_resource_tracker_exit_when_the_driver_is_killed(tmp_path: Path) -> None:
+    """``kill -9`` of a driver with ``--workers 2`` once left both workers (720 MB each) and the resource tracker
+    running forever."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from experiments.common import child_env
+
+    proc = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT], stdout=subprocess.PIPE, text=True, env=child_env(),
+                            cwd=tmp_path)  # fmt: skip
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) >= 3 and all(_alive(p) for p in pids)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in pids if _alive(p)]
+    for pid in left:  # do not leave them behind when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"still running after the driver was killed: {left}"
