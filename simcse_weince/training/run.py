@@ -109,10 +109,10 @@ def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool, 
         )
     if args.resume_from_checkpoint is not None:
         check_checkpoint_path(args.resume_from_checkpoint)
+        verify_checkpoint(Path(args.resume_from_checkpoint), args.output_dir)  # its record too, before it is read
         accepted = run_record.check_resume(args.resume_from_checkpoint, state.record, allowed)
         if accepted:
             logger.warning("resuming with changed settings (accepted): %s", ", ".join(accepted))
-        verify_checkpoint(Path(args.resume_from_checkpoint), args.output_dir)
     elif not getattr(args, "overwrite_output_dir", False):
         check_fresh_output_dir(args.output_dir)
 
@@ -135,11 +135,11 @@ def verify_checkpoint(checkpoint: Path, output_dir: str | Path) -> None:
     earlier version) is resumed unchecked, with a warning.
 
     Raises:
-        FileFault: a file is missing, truncated or changed; the message names it and offers the previous complete
-            checkpoint that is intact.
+        FileFault: a file is missing, truncated or changed, or the record itself is damaged; the message names it
+            and offers the previous complete checkpoint that is intact.
     """
     t0 = time.perf_counter()
-    damaged = run_record.checkpoint_damage(checkpoint)
+    damaged = checkpoint_damage(checkpoint)
     if damaged is None:
         logger.warning("%s holds no file digests (saved by an earlier version): its files are not checked", checkpoint)
         return
@@ -147,13 +147,22 @@ def verify_checkpoint(checkpoint: Path, output_dir: str | Path) -> None:
         logger.info("checked the files of %s against their digests (%.1f s)", checkpoint, time.perf_counter() - t0)
         return
     earlier = (c for c in run_folder.complete_checkpoints(output_dir) if step_of(c) < step_of(checkpoint))
-    intact = next((c for c in earlier if not run_record.checkpoint_damage(c)), None)  # newest first
+    intact = next((c for c in earlier if not checkpoint_damage(c)), None)  # newest first
     offer = (
         f"resume from the previous complete checkpoint instead: --resume_from_checkpoint {intact}"
         if intact is not None
         else "no earlier intact checkpoint is there: start again with --overwrite_output_dir true"
     )
     raise FileFault(f"checkpoint {checkpoint} is damaged ({'; '.join(damaged)}); {offer}")
+
+
+def checkpoint_damage(checkpoint: Path) -> list[str] | None:
+    """:func:`~simcse_weince.training.run_record.checkpoint_damage`, with a damaged record as one more damaged file
+    (so that it, too, is named with the previous intact checkpoint offered)."""
+    try:
+        return run_record.checkpoint_damage(checkpoint)
+    except run_record.DamagedRecord as err:
+        return [f"{run_record.RECORD}: {err.what}"]
 
 
 def step_of(checkpoint: Path) -> int:

@@ -140,11 +140,20 @@ def save_record(folder: str | Path, record: dict[str, Any], with_digests: bool =
     os.replace(partial, path)
 
 
+class DamagedRecord(ConfigError):
+    """A ``run_record.json`` that its save cannot have written (not JSON, not an object, a key that is not a
+    setting); ``what`` says how, ``path`` names it."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"{path} is damaged ({what}); expected the run record its save wrote")
+        self.path, self.what = path, what
+
+
 def read_record_file(folder: str | Path) -> dict[str, Any] | None:
     """The whole ``run_record.json`` of ``folder`` (settings and ``files``), or ``None`` if there is none.
 
     Raises:
-        ConfigError: it is there but is not a JSON object (damaged).
+        DamagedRecord: it is there but is not what a save writes (not JSON, not an object, a stray key).
     """
     path = Path(folder) / RECORD
     if not path.is_file():
@@ -152,9 +161,16 @@ def read_record_file(folder: str | Path) -> dict[str, Any] | None:
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
-        raise ConfigError(f"{path} is damaged (not JSON: {err}); expected the run record its save wrote") from err
+        raise DamagedRecord(path, f"not JSON: {err}") from err
     if not isinstance(saved, dict):
-        raise ConfigError(f"{path} is damaged (not a JSON object); expected the run record its save wrote")
+        raise DamagedRecord(path, "not a JSON object")
+    # Every key a save writes is a setting (``group.field``) or ``files``: any other is damage, which would
+    # otherwise pass as a record of an earlier version (no digests) and fail deep in the comparison of settings.
+    stray = sorted(k for k in saved if k != FILES and "." not in k)
+    if stray:
+        raise DamagedRecord(path, f"key {stray[0]!r} is neither a setting (group.name) nor {FILES!r}")
+    if saved.get(FILES) is not None and not isinstance(saved[FILES], dict):
+        raise DamagedRecord(path, f"{FILES!r} is a {type(saved[FILES]).__name__}, not the table of file digests")
     return saved
 
 
@@ -166,11 +182,13 @@ def load_record(checkpoint: str | Path) -> dict[str, Any] | None:
 
 def saved_in_full(checkpoint: str | Path) -> bool:
     """Whether a checkpoint's save got to its last step (its record's digests); a checkpoint without a record,
-    or whose record predates digests, counts as saved in full."""
+    or whose record predates digests, counts as saved in full, and so does one whose record is damaged (its
+    writes are atomic, so damage came later: the resume's check names it, rather than skipping the checkpoint as
+    if a kill had cut its save short)."""
     try:
         saved = read_record_file(checkpoint)
-    except ConfigError:
-        return False
+    except DamagedRecord:
+        return True
     return saved is None or FILES not in saved or saved[FILES] is not None
 
 

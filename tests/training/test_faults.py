@@ -356,3 +356,24 @@ def test_a_validation_file_with_one_score_is_refused_before_training(
         "with eval_max_pairs, whose first pairs do), or validation: stsb"
     )
     assert not (out / "results.json").exists() and not (out / HOLDER).exists()
+
+
+def test_a_damaged_key_of_the_run_record_is_refused_by_name(
+    finished: Path, tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``files`` renamed ``filez`` in checkpoint-6's record (an IndexError traceback on resume): one line naming the
+    file and the key, offering the previous intact checkpoint, for ``last`` and for the folder named."""
+    out = copy_of(finished, tmp_path)
+    record_file = out / "checkpoint-6" / "run_record.json"
+    record = json.loads(record_file.read_text())
+    record["filez"] = record.pop("files")
+    record_file.write_text(json.dumps(record))
+    expected = (
+        f"error: checkpoint {out / 'checkpoint-6'} is damaged (run_record.json: key 'filez' is neither a setting "
+        f"(group.name) nor 'files'); resume from the previous complete checkpoint instead: --resume_from_checkpoint "
+        f"{out / 'checkpoint-3'}"
+    )
+    for resume in ("last", out / "checkpoint-6"):
+        assert main(text_run_args(tiny_bert_dir, wiki_sample, out, **STEPS, resume_from_checkpoint=resume)) == 2
+        assert message(capsys) == expected
+    assert checkpoints(out) == ["checkpoint-3", "checkpoint-6"]  # nothing moved aside or deleted

@@ -59,12 +59,12 @@ def test_a_checkpoint_whose_digests_were_not_written_is_incomplete(tmp_path: Pat
     from simcse_weince.training.run_record import save_record
 
     old = _checkpoint(tmp_path / "checkpoint-2", "model.safetensors", "trainer_state.json")
-    save_record(old, {"seed": 1})
-    (old / "run_record.json").write_text('{"seed": 1}')  # an earlier version's record: no digests at all
+    save_record(old, {"training.seed": 1})
+    (old / "run_record.json").write_text('{"training.seed": 1}')  # an earlier version's record: no digests at all
     done = _checkpoint(tmp_path / "checkpoint-4", "model.safetensors", "trainer_state.json")
-    save_record(done, {"seed": 1}, with_digests=True)
+    save_record(done, {"training.seed": 1}, with_digests=True)
     cut = _checkpoint(tmp_path / "checkpoint-6", "model.safetensors", "trainer_state.json")
-    save_record(cut, {"seed": 1})  # the digests never came
+    save_record(cut, {"training.seed": 1})  # the digests never came
     assert latest_complete_checkpoint(tmp_path, clean=False) == done
     (done / "trainer_state.json").unlink()
     assert latest_complete_checkpoint(tmp_path, clean=False) == old
