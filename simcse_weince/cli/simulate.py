@@ -18,6 +18,7 @@ from pathlib import Path
 
 from simcse_weince.cli.errors import run_command
 from simcse_weince.diagnostics.pot import MIN_EXCEEDANCES
+from simcse_weince.memory import check_memory
 from simcse_weince.simulation.experiments import E2Config, run_e1, run_e2, run_e3
 from simcse_weince.simulation.noise_floor import ClosedForms, NoiseFloorRow
 from simcse_weince.simulation.plots import (
@@ -28,6 +29,7 @@ from simcse_weince.simulation.plots import (
 )
 from simcse_weince.simulation.shortfall import ShortfallLaw
 from simcse_weince.simulation.winners import BlendedLaw
+from simcse_weince.stopping import kept_on_stop
 
 logger = logging.getLogger(__name__)
 # Replication r uses seed + r: keep every such seed a valid numpy and torch seed.
@@ -106,19 +108,86 @@ def e2_config(args: argparse.Namespace) -> E2Config:
     )  # fmt: skip
 
 
+# Bytes that scale with each size flag (the arrays alive at once, float64/int64 = 8 bytes): E1's per-replication
+# counts, frequencies and the root finder's vectors; E2's scores, bootstrap resamples and link batches (scores and
+# masks of every batch of a replication, with select_link's copies); E3's per-batch statistics; the Python floats
+# (32 bytes each) kept per replication.
+E1_REPLICATION_BYTES = 512
+POT_SCORE_BYTES = 3 * 8
+BOOTSTRAP_BYTES = 2 * 8
+LINK_SCORE_BYTES = 4 * (8 + 1)
+E3_BATCH_BYTES = 256 * 5 * 8 * 2 * 60  # 256 anchors x 5 statistics per batch, in each of the 60 cells
+
+
+def memory_needs(args: argparse.Namespace, config: E2Config | None) -> dict[str, tuple[object, float]]:
+    """``flag -> (value, bytes)``: an upper estimate of the memory the experiment's size flags need."""
+    if args.experiment == "e1":
+        return {"--replications": (args.replications, float(args.replications) * E1_REPLICATION_BYTES)}
+    if config is None:
+        return {"--batches": (args.batches, float(args.batches) * E3_BATCH_BYTES)}
+    n = max(config.pot_sizes)
+    exceedances = max(s * (1 - q) for s in config.pot_sizes for q in config.pot_qs)
+    return {
+        "--pot_sizes": (args.pot_sizes, float(n) * POT_SCORE_BYTES),
+        "--bootstrap": (args.bootstrap, float(config.bootstrap) * (exceedances + 1) * BOOTSTRAP_BYTES),
+        "--scales": (args.scales, max(float(b) * a * a for b, a in config.scales) * LINK_SCORE_BYTES),
+        "--pot_replications": (args.pot_replications, float(config.pot_replications) * 4 * 32),
+        "--link_replications": (args.link_replications, float(max(config.link_replications)) * 12 * 32),
+    }
+
+
+def check_out(out: Path) -> None:
+    """``--out`` must be a folder or a path where one can be made: no file on the way.
+
+    Raises:
+        ValueError: names the file in the way and what is expected.
+    """
+    for place in (out, *out.parents):
+        if place.exists():
+            if not place.is_dir():
+                what = "is a file" if place == out else f"is a file, so {out} cannot be made in it"
+                raise ValueError(
+                    f"--out {out}: {place} {what}; expected a folder (new or existing) for the results, give another "
+                    "path"
+                )
+            return
+
+
 def check(args: argparse.Namespace) -> E2Config | None:
-    """Every option of the chosen experiment checked (ValueError naming it); E2's settings, else None."""
+    """Every option of the chosen experiment checked (ValueError naming it), sizes against the memory available
+    included; E2's settings, else None."""
     if not 0 <= args.seed < MAX_SEED:
         raise ValueError(f"--seed must be an integer in [0, 2**62), got {args.seed}")
+    config = None
     if args.experiment == "e1":
         _at_least("replications", [args.replications], 2)
         _at_least("sample_sizes", args.sample_sizes, 1)
         BlendedLaw.weibit(args.beta)
     elif args.experiment == "e2":
-        return e2_config(args)
+        config = e2_config(args)
     else:
         _at_least("batches", [args.batches], 1)
-    return None
+    check_memory(memory_needs(args, config), f"experiment {args.experiment}")
+    check_out(Path(args.out))
+    return config
+
+
+class Written:
+    """The files a run has written so far, for the line a stop ends with."""
+
+    def __init__(self, out: Path, experiment: str) -> None:
+        self.out, self.experiment, self.files = out, experiment, []
+
+    def add(self, path: Path) -> Path:
+        self.files.append(Path(path))
+        return Path(path)
+
+    def kept(self) -> str:
+        again = f"run the same command to run {self.experiment} again from the start"
+        if not self.files:
+            return f"nothing was written into {self.out} (the results are written at the end); {again}"
+        names = ", ".join(p.name for p in self.files)
+        return f"kept {names} in {self.out}, the rest not written; {again} (it replaces them)"
 
 
 def run(argv: Sequence[str]) -> dict:
@@ -126,21 +195,31 @@ def run(argv: Sequence[str]) -> dict:
     t0 = time.perf_counter()
     out = Path(args.out)
     config = check(args)  # before any work
-    out.mkdir(parents=True, exist_ok=True)
-    if args.experiment == "e1":
-        result, table = run_e1(args.sample_sizes, args.replications, args.seed, args.beta)
-        rows = [NoiseFloorRow(**r) for r in result["rows"]]
-        plots = [plot_noise_floor(rows, ClosedForms(**result["closed_forms"]), out / "e1_noise_floor.png")]
-    elif args.experiment == "e2":
-        result, table = run_e2(config)
-        plots = [plot_pot_calibration(result["pot"], out / "e2_pot.png")]
-        plots.append(plot_link_calibration(result["link"], out / "e2_link.png"))
-    else:
-        result, table = run_e3(args.batches, args.seed)
-        plots = [plot_lambda_cells(result["cells"], out / "e3_lambda.png")]
-    result |= {"seconds": time.perf_counter() - t0, "plots": [str(p) for p in plots], "argv": list(argv)}
-    (out / f"{args.experiment}.json").write_text(json.dumps(result, indent=2))
-    (out / f"{args.experiment}.md").write_text(table)
+    written = Written(out, args.experiment)
+    with kept_on_stop(written.kept):
+        if args.experiment == "e1":
+            result, table = run_e1(args.sample_sizes, args.replications, args.seed, args.beta)
+        elif args.experiment == "e2":
+            result, table = run_e2(config)
+        else:
+            result, table = run_e3(args.batches, args.seed)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # made since the check, or not allowed
+            raise OSError(f"--out {out}: could not make the folder ({err.strerror}); expected a folder") from err
+        if args.experiment == "e1":
+            rows = [NoiseFloorRow(**r) for r in result["rows"]]
+            cf = ClosedForms(**result["closed_forms"])
+            plots = [written.add(plot_noise_floor(rows, cf, out / "e1_noise_floor.png"))]
+        elif args.experiment == "e2":
+            plots = [written.add(plot_pot_calibration(result["pot"], out / "e2_pot.png"))]
+            plots.append(written.add(plot_link_calibration(result["link"], out / "e2_link.png")))
+        else:
+            plots = [written.add(plot_lambda_cells(result["cells"], out / "e3_lambda.png"))]
+        result |= {"seconds": time.perf_counter() - t0, "plots": [str(p) for p in plots], "argv": list(argv)}
+        (out / f"{args.experiment}.json").write_text(json.dumps(result, indent=2))
+        written.add(out / f"{args.experiment}.json")
+        (out / f"{args.experiment}.md").write_text(table)
     print(table + f"\nwrote {out / (args.experiment + '.md')} ({result['seconds']:.0f} s)")
     return result
 

@@ -71,3 +71,74 @@ def test_runs_as_a_module(tmp_path: Path) -> None:
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "E1 noise floor" in proc.stdout and (tmp_path / "e1.md").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["e1", "--replications", "10000000000000"], "--replications 10000000000000"),
+        (["e2", "--scales", "100000x100000", "--link_replications", "2"], "--scales 100000x100000"),
+        (["e2", "--pot_sizes", "1000000000000", "--bootstrap", "10"], "--pot_sizes 1000000000000"),
+        (["e3", "--batches", "1000000000000"], "--batches 1000000000000"),
+    ],
+)
+def test_a_size_that_needs_more_memory_than_there_is_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, args: list[str], flag: str
+) -> None:
+    from simcse_weince.cli import simulate
+
+    for name in ("run_e1", "run_e2", "run_e3"):
+        monkeypatch.setattr(simulate, name, lambda *a, **k: pytest.fail("the experiment started"))
+    out = tmp_path / "never"
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {flag} needs about ") and "\n" not in err, err
+    assert "of memory" in err and "available on this machine" in err
+    assert err.endswith(f"expected a smaller {flag.split()[0]}")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["the file", "inside the file"])
+def test_out_on_a_file_is_one_line_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture, where: str) -> None:
+    """Once: ``[Errno 17] File exists`` (or ``[Errno 20] Not a directory``) from mkdir, after the experiment."""
+    file = tmp_path / "results.txt"
+    file.write_text("keep me\n")
+    out = file if where == "the file" else file / "e3"
+    assert main(["e3", "--batches", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --out {out}: {file} is a file") and "\n" not in err, err
+    assert "Errno" not in err and "expected a folder" in err
+    assert file.read_text() == "keep me\n"
+
+
+def test_a_stop_says_what_was_kept_and_that_the_same_command_runs_it_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+    import time
+
+    from simcse_weince.cli import simulate
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+
+    out = tmp_path / "sim"
+    argv = ["e1", "--replications", "50", "--sample_sizes", "100", "--out", str(out)]
+    with monkeypatch.context() as patch:
+        patch.setattr(simulate, "run_e1", terminated)
+        assert main(argv) == 130
+    assert capsys.readouterr().err.strip() == (
+        f"stopped: SIGTERM: nothing was written into {out} (the results are written at the end); run the same "
+        "command to run e1 again from the start"
+    )
+    assert not out.exists()
+    with monkeypatch.context() as patch:
+        patch.setattr(simulate.Path, "write_text", lambda *a, **k: terminated())
+        assert main(argv) == 130
+    assert capsys.readouterr().err.strip() == (
+        f"stopped: SIGTERM: kept e1_noise_floor.png in {out}, the rest not written; run the same command to run e1 "
+        "again from the start (it replaces them)"
+    )
+    assert main(argv) == 0 and (out / "e1.md").is_file()
