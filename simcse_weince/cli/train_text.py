@@ -19,6 +19,7 @@ from transformers import AutoTokenizer, TrainerCallback
 
 from simcse_weince.cli.errors import run_command
 from simcse_weince.evaluation.sts_data import STSTask, load_sts_task
+from simcse_weince.hardware import warn_if_slow_bf16
 from simcse_weince.model_sources import check_model_source
 from simcse_weince.paths import resolve_data_path, senteval_root
 from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
@@ -76,6 +77,7 @@ def evaluation_tasks(data: DataArguments, metric: str | None) -> tuple[dict, dic
 def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     """Train from a config (YAML path + overrides); ``callbacks`` are added to the Trainer's."""
     (model_args, data_args, loss_args, args), sources = parse_config_and_sources(ARG_GROUPS, argv)
+    warn_if_slow_bf16(args.precision_name, "cpu" if args.use_cpu else None, "training with")
     parse_validation(data_args.validation).check_metric(args.metric_for_best_model)  # before the folder is locked
     check_max_seq_length(model_args, data_args, sources)
     loss = loss_args.build("simcse")

@@ -19,6 +19,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from simcse_weince.cli.errors import run_command
+from simcse_weince.hardware import warn_if_slow_bf16
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
 from simcse_weince.training.ending import exit_code, finish_run
@@ -45,6 +46,7 @@ ARG_GROUPS = (VisionModelArguments, VisionDataArguments, LossArguments, SimCLRTr
 def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
     """Train from a config (YAML path + overrides); ``callbacks`` are added to the Trainer's."""
     model_args, data_args, loss_args, args = parse_config(ARG_GROUPS, argv)
+    warn_if_slow_bf16(args.precision_name, "cpu" if args.use_cpu else None, "training with")
     loss = loss_args.build("ntxent")
     groups = {"model": model_args, "data": data_args, "loss": loss_args, "training": args}
     # the thread count before anything runs: the figures depend on it (recipe.cpu_threads)

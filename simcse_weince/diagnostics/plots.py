@@ -45,14 +45,21 @@ def plot_tail(scores: np.ndarray, fit, path: Path) -> Path:
     return path
 
 
+def error_bars(estimates: Sequence[float] | np.ndarray, intervals: Sequence[Sequence[float]]) -> np.ndarray:
+    """Matplotlib's ``yerr`` (2, n) of intervals ``[lo, hi]`` around ``estimates``: the distances to each end,
+    clipped at 0. An estimate on an edge of its interval (a zero-width interval, or ξ̂ = −1 with the end equal up to
+    rounding) gives a bar of length 0, never the tiny negative length that matplotlib refuses."""
+    est = np.asarray(estimates, dtype=np.float64)
+    ends = np.asarray(intervals, dtype=np.float64).reshape(-1, 2)
+    return np.clip(np.stack([est - ends[:, 0], ends[:, 1] - est]), 0.0, None)
+
+
 def plot_stability(fits: Sequence, path: Path) -> Path:
     plt = headless_pyplot()
     qs = [f.q for f in fits]
     xi = np.array([f.xi for f in fits])
-    lo = xi - np.array([f.xi_ci[0] for f in fits])
-    hi = np.array([f.xi_ci[1] for f in fits]) - xi
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.errorbar(qs, xi, yerr=[lo, hi], fmt="o-", capsize=4)
+    ax.errorbar(qs, xi, yerr=error_bars(xi, [f.xi_ci for f in fits]), fmt="o-", capsize=4)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel("threshold quantile q")
     ax.set_ylabel("GPD shape ξ̂ (95% bootstrap interval)")

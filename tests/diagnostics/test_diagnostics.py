@@ -12,7 +12,15 @@ from scipy.stats import genpareto
 
 from simcse_weince.diagnostics.geometry import alignment, uniformity
 from simcse_weince.diagnostics.link import ScoreBatch, select_link
-from simcse_weince.diagnostics.pot import fit_exceedances, fit_exceedances_many, fit_pot, threshold_stability
+from simcse_weince.diagnostics.plots import error_bars, plot_stability
+from simcse_weince.diagnostics.pot import (
+    GPDFit,
+    fit_exceedances,
+    fit_exceedances_many,
+    fit_pot,
+    percentile_interval,
+    threshold_stability,
+)
 from tests.helpers import argv
 
 
@@ -64,6 +72,42 @@ def test_gpd_fit_at_the_xi_minus_one_boundary_stays_finite() -> None:
     direct = [genpareto.logpdf(r, x, 0, s).sum() for r, x, s in zip(rows, xi, sigma, strict=True)]
     np.testing.assert_allclose(ll, direct, atol=1e-6)
     assert [a.size for a in fit_exceedances_many(np.empty((0, 5)))] == [0, 0, 0]
+
+
+def test_percentile_interval_contains_its_estimate_on_the_edge() -> None:
+    """ξ̂ = −1 with every bootstrap fit at −1 + 1e-15 (the rounding the AVX2-only machine produced): the interval
+    is widened to contain ξ̂; a zero-width interval stays zero-width; an inner estimate leaves the quantiles as they
+    are; no bootstrap values give (ξ̂, ξ̂)."""
+    assert percentile_interval(np.full(50, -1 + 1e-15), -1.0) == (-1.0, -1 + 1e-15)
+    assert percentile_interval(np.full(20, 0.3), 0.3) == (0.3, 0.3)
+    boots = np.linspace(-0.5, 0.5, 101)
+    assert percentile_interval(boots, 0.0) == pytest.approx((-0.475, 0.475))
+    assert percentile_interval(boots, 0.9) == pytest.approx((-0.475, 0.9))
+    assert percentile_interval([], -0.2) == (-0.2, -0.2)
+    with pytest.raises(ValueError, match="level"):
+        percentile_interval(boots, 0.0, level=1.0)
+
+
+def test_fit_on_the_boundary_reports_an_interval_around_its_estimate() -> None:
+    """An isolated maximum puts ξ̂ on −1 for the fit and for most bootstrap samples; with these inputs the 2.5 %
+    bootstrap quantile lands above ξ̂ by rounding (−0.9999999999999992 vs −0.9999999999999993 before the fix): the
+    reported interval holds ξ̂, and the plot of it draws."""
+    scores = np.r_[np.zeros(1980), np.linspace(0.01, 0.9, 16), 1.0]
+    fit = fit_pot(scores, q=0.99, bootstrap=50, seed=4)
+    assert fit.xi == pytest.approx(-1.0, abs=1e-9)
+    assert fit.xi_ci[0] <= fit.xi <= fit.xi_ci[1]
+
+
+def test_stability_plot_accepts_an_estimate_on_the_edge_of_its_interval(tmp_path: Path) -> None:
+    """The crash of ``simcse-diagnose`` on the AVX2-only machine: an interval end above ξ̂ = −1 by 1e-15 gave
+    matplotlib a negative error bar. Bars are clipped at 0, for that case and for a zero-width interval."""
+    fits = [
+        GPDFit(0.98, 0.5, 1000, 20, -1.0, 0.1, (-1.0 + 1e-15, -0.7), 1.5, 3.0),
+        GPDFit(0.99, 0.6, 1000, 10, -0.4, 0.1, (-0.4, -0.4), 0.8, 2.0),
+    ]
+    np.testing.assert_allclose(error_bars([-1.0, -0.4], [f.xi_ci for f in fits]), [[0.0, 0.0], [0.3, 0.0]], atol=1e-15)
+    out = plot_stability(fits, tmp_path / "stability.png")
+    assert out.stat().st_size > 0
 
 
 def test_degenerate_input_gives_clear_errors() -> None:
