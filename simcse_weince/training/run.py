@@ -114,7 +114,7 @@ def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool, 
         if accepted:
             logger.warning("resuming with changed settings (accepted): %s", ", ".join(accepted))
     elif not getattr(args, "overwrite_output_dir", False):
-        check_fresh_output_dir(args.output_dir)
+        check_fresh_output_dir(args.output_dir, main)
 
 
 def check_checkpoint_path(path: str) -> None:
@@ -190,19 +190,36 @@ def prepare_hub(training_args: TrainingArguments, state: run_record.RunState) ->
     logger.info("pushing to the Hub repository %s (hub_strategy %s)", full_id, training_args.hub_strategy)
 
 
-def check_fresh_output_dir(output_dir: str | Path) -> None:
+def check_fresh_output_dir(output_dir: str | Path, main: bool = True) -> None:
     """Refuse to train into a folder holding a previous run (the Trainer would rotate its checkpoints away).
 
+    A folder whose only trace of a run is checkpoints that a kill cut short (no complete checkpoint, no
+    ``model/``, no ``results.json``) holds nothing to continue and nothing to lose: the run starts from the
+    beginning there, those folders set aside as ``checkpoint-N-incomplete`` (removed once the run has finished), as
+    ``--resume_from_checkpoint last`` advises when it finds no complete checkpoint.
+
     Raises:
-        ConfigError: naming what is there and the two ways on.
+        ConfigError: naming what is there and the ways on (resuming only when there is a complete checkpoint).
     """
     found = run_folder.previous_run(output_dir)
-    if found:
-        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
-        raise ConfigError(
-            f"output_dir {output_dir} holds a previous run ({shown}); continue it with --resume_from_checkpoint "
-            "last, replace it with --overwrite_output_dir true, or choose another --output_dir"
+    if not found:
+        return
+    complete = run_folder.complete_checkpoints(output_dir)
+    if not complete and not {"model", "results.json"} & set(found):
+        logger.warning(
+            "output_dir %s holds only checkpoints whose save did not finish (%s): nothing to resume; training from "
+            "the beginning",
+            output_dir,
+            ", ".join(found),
         )
+        latest_complete_checkpoint(output_dir, clean=main)  # sets them aside, so that no new save mixes with one
+        return
+    shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+    on = "continue it with --resume_from_checkpoint last, replace" if complete else "replace"
+    raise ConfigError(
+        f"output_dir {output_dir} holds a previous run ({shown}); {on} it with --overwrite_output_dir true, or "
+        "choose another --output_dir"
+    )
 
 
 def latest_complete_checkpoint(output_dir: str | Path, clean: bool = True) -> Path | None:
@@ -241,7 +258,19 @@ def resume_value(value: str | None, output_dir: str | Path, main_process: bool =
         return value
     ckpt = latest_complete_checkpoint(output_dir, clean=main_process)
     if ckpt is None:
-        raise ConfigError(f"--resume_from_checkpoint {value}: no complete checkpoint-N folder in {output_dir}")
+        found = run_folder.previous_run(output_dir)
+        cut = [name for name in found if run_folder.INCOMPLETE.match(name) or run_folder.CHECKPOINT.match(name)]
+        what = f" (only {', '.join(cut)}: saves that a stop cut short)" if cut else ""
+        fresh = (
+            "start it again with the same command plus --overwrite_output_dir true (it holds "
+            f"{', '.join(n for n in found if n in ('model', 'results.json'))} of an earlier run)"
+            if {"model", "results.json"} & set(found)
+            else "start the run from the beginning with the same command without --resume_from_checkpoint"
+        )
+        raise ConfigError(
+            f"--resume_from_checkpoint {value}: no complete checkpoint-N folder in {output_dir}{what}, so there is "
+            f"nothing to resume; {fresh}"
+        )
     logger.info("resuming from %s", ckpt)
     return str(ckpt)
 

@@ -245,3 +245,41 @@ def test_a_sigterm_on_another_process_stops_this_one_as_stopped(monkeypatch: pyt
     control = callback.on_step_end(args, None, TrainerControl())
     assert callback.received is None and callback.stopped
     assert control.should_save and control.should_training_stop
+
+
+@pytest.mark.slow
+def test_after_a_kill_in_the_first_save_the_same_command_starts_again(
+    tiny_bert_dir: Path,
+    wiki_sample: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kill in the middle of the first checkpoint's save leaves only an incomplete checkpoint. ``last`` said there
+    was none and a plain re-run said to resume with ``last``: only --overwrite_output_dir got out. Now ``last`` says
+    to run the same command without it, and that run starts from the beginning, the incomplete folder set aside."""
+    import simcse_weince.training.trainer as trainer_module
+
+    real = trainer_module.save_record
+
+    def killed(folder, record, with_digests=False):
+        if with_digests:  # the save's last write: a kill just before it
+            raise Interrupt("killed during the save")
+        real(folder, record, with_digests)
+
+    monkeypatch.setattr(trainer_module, "save_record", killed)
+    out, short = tmp_path / "run", dict(STEPS, max_steps=2, save_steps=1, eval_steps=1)
+    with pytest.raises(Interrupt):
+        run(text_run_args(tiny_bert_dir, wiki_sample, out, **short))
+    monkeypatch.setattr(trainer_module, "save_record", real)
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    capsys.readouterr()
+    assert main(text_run_args(tiny_bert_dir, wiki_sample, out, **short, resume_from_checkpoint="last")) == 2
+    assert one_stderr_line(capsys) == (
+        f"error: --resume_from_checkpoint last: no complete checkpoint-N folder in {out} (only "
+        "checkpoint-1-incomplete: saves that a stop cut short), so there is nothing to resume; start the run from the "
+        "beginning with the same command without --resume_from_checkpoint\n"
+    )
+    results = run(text_run_args(tiny_bert_dir, wiki_sample, out, **short))
+    assert results["steps"] == 2 and results["steps_this_session"] == 2
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]  # none incomplete
