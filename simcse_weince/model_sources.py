@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from simcse_weince.digests import recorded_digests
+from simcse_weince.file_errors import FileFault
 from simcse_weince.paths import resolve_data_path
 
 OFFLINE_MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -66,6 +68,7 @@ def check_model_source(name: str) -> str:
     Raises:
         ModelSourceError: no such path / a path that is not a model folder / an image encoder / not in the
             offline cache.
+        FileFault: a file of the folder is empty, truncated or not JSON (:func:`check_model_files`).
     """
     resolved = resolve_model_path(name)
     path = Path(resolved)
@@ -74,6 +77,9 @@ def check_model_source(name: str) -> str:
             raise ModelSourceError(f"model {name!r}: {path} is a file; expected a model folder (with config.json)")
         check_not_image_encoder(name, path)
         if (path / "model" / "modules.json").is_file() or any((path / f).is_file() for f in MODEL_FILES):
+            folder = path / "model" if (path / "model" / "modules.json").is_file() else path
+            if recorded_digests(folder) is None:  # with digests, the load checks every file against them
+                check_model_files(folder)
             return resolved
         raise ModelSourceError(
             f"model {name!r}: {path} is not a model folder (no config.json or modules.json); expected a Hugging "
@@ -124,3 +130,81 @@ def check_not_image_encoder(name: str, path: Path) -> None:
         f"{folder / 'config.json'}); expected a text encoder (a training output folder of the text trainer, a "
         f"SentenceTransformer or Hugging Face text model); use this one with the vision commands: {VISION_COMMANDS}"
     )
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+DAMAGED = "expected a complete model folder: copy it again, or export it again from its training run"
+
+
+def check_model_files(folder: Path) -> None:
+    """The files of a model folder that can be checked without loading: every JSON file parses, every weight
+    file is not empty, and a safetensors file is as long as its header says (in the folder and in the module
+    folders ``modules.json`` lists).
+
+    A folder exported with digests is checked against them later (:mod:`simcse_weince.digests`); one without
+    (an earlier export, a copy, a Hugging Face folder) would otherwise fail inside the library, named by its
+    folder at best (safetensors' ``header too small``, ``json``'s bare position) and, loaded by the trainer,
+    with a traceback.
+
+    Raises:
+        FileFault: ``could not read the model <folder> (<file> is empty (0 bytes)); expected ...``.
+    """
+    folders = [folder]
+    for i, f in enumerate(folders):
+        for file in _files(f, (".json",)):
+            why = _json_damage(file)
+            if why:
+                raise FileFault(f"could not read the model {folder} ({file} {why}); {DAMAGED}")
+        if i == 0:
+            folders.extend(_module_folders(folder))
+    for f in folders:
+        for file in _files(f, WEIGHT_SUFFIXES):
+            why = _weights_damage(file)
+            if why:
+                raise FileFault(f"could not read the model {folder} ({file} {why}); {DAMAGED}")
+
+
+def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    return sorted(f for f in folder.iterdir() if f.suffix in suffixes and f.is_file()) if folder.is_dir() else []
+
+
+def _module_folders(folder: Path) -> list[Path]:
+    """The module folders that ``folder/modules.json`` lists (other than the folder itself)."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        paths = [m["path"] for m in modules if isinstance(m, dict) and m.get("path")]
+    except (OSError, ValueError, TypeError, KeyError):
+        return []
+    return [folder / p for p in paths if (folder / p).is_dir() and (folder / p).resolve() != folder.resolve()]
+
+
+def _json_damage(file: Path) -> str | None:
+    try:
+        json.loads(file.read_bytes())
+    except json.JSONDecodeError as err:
+        return f"is not valid JSON ({err.msg}: line {err.lineno} column {err.colno})"
+    except (UnicodeDecodeError, ValueError) as err:
+        return f"is not valid JSON ({err})"
+    return None
+
+
+def _weights_damage(file: Path) -> str | None:
+    """Why a weight file cannot be whole: empty, or (safetensors) shorter than its header says."""
+    size = file.stat().st_size
+    if size == 0:
+        return "is empty (0 bytes)"
+    if file.suffix != ".safetensors":
+        return None
+    with file.open("rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else None
+        if n is None or 8 + n > size:
+            return f"is truncated: {size} bytes, shorter than its safetensors header"
+        try:
+            header = json.loads(f.read(n))
+            end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError):
+            return "is not a safetensors file (its header is not readable)"
+    if 8 + n + end > size:
+        return f"is truncated: {size} bytes, its header describes {8 + n + end}"
+    return None

@@ -83,3 +83,37 @@ def test_a_vision_run_given_to_a_text_command_is_named_an_image_encoder(
     assert f"{folder} is the output of a vision run: an image encoder (SimCLR, backbone resnet18_slim, " in err, err
     assert f"{vision_run / 'model' / 'config.json'}); expected a text encoder" in err, err
     assert "vision commands" in err, err
+
+
+@pytest.mark.parametrize("damage", ["empty weights", "modules.json not JSON"])
+@pytest.mark.parametrize("command", ["evaluate", "train"])
+def test_a_damaged_file_of_a_model_folder_without_digests_is_named(
+    command: str, damage: str, tiny_bert_weights_dir: Path, wiki_sample: Path, tmp_path: Path, capsys
+) -> None:
+    """A model folder without recorded digests (an earlier export, a copy): an empty weight file or a
+    modules.json that is not JSON is named in one line, before anything loads (training: no traceback)."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert_weights_dir, model)
+    if damage == "empty weights":
+        bad = model / "model.safetensors"
+        bad.write_bytes(b"")
+        why = "is empty (0 bytes)"
+    else:
+        bad = model / "modules.json"
+        bad.write_text('[{"idx": 0, "name": "0", "path": "", ')
+        why = "is not valid JSON (Expecting property name enclosed in double quotes: line 1 column 38)"
+    if command == "evaluate":
+        from simcse_weince.cli.evaluate import main
+
+        argv = ["--model", str(model), "--tasks", "STSB", "--output_dir", str(tmp_path / "ev")]
+    else:
+        from simcse_weince.cli.train_text import main
+
+        argv = ["--model_name_or_path", str(model), "--train_files", str(wiki_sample), "--output_dir",
+                str(tmp_path / "out")]  # fmt: skip
+    assert main(argv) == 2
+    err = _one_error_line(capsys)
+    assert err.startswith(f"error: could not read the model {model} ({bad} {why}); expected a complete model "
+                          "folder"), err  # fmt: skip
