@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simcse_weince.cli.errors import Stopped, run_command
+from simcse_weince.devices import FORMS as DEVICE_FORMS
+from simcse_weince.devices import check_device
 from simcse_weince.evaluation.retrieval import SEARCHES
 from simcse_weince.evaluation.runner import (
     MODES,
@@ -25,6 +27,7 @@ from simcse_weince.evaluation.runner import (
 )
 from simcse_weince.evaluation.senteval_classifier import ENGINES
 from simcse_weince.evaluation.transfer import CLASSIFIERS, classifier_device
+from simcse_weince.hardware import warn_if_slow_bf16
 from simcse_weince.model_sources import check_model_source, looks_like_path, resolve_model_path
 from simcse_weince.paths import resolve_data_path, senteval_root
 from simcse_weince.stopping import Terminated
@@ -83,14 +86,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     """How the evaluation runs: encoding, the transfer classifiers, the retrieval search, progress."""
     p.add_argument("--batch_size", type=int, default=128)
     p.add_argument("--max_length", type=int, default=None, help="token limit (default: the model's, at most 512)")
-    p.add_argument("--device", default=None)
+    p.add_argument("--device", default=None, help=f"{DEVICE_FORMS} (default: CUDA when there, else cpu)")
     p.add_argument("--seed", type=int, default=1111)
     p.add_argument(
         "--precision",
         choices=("fp32", "bf16", "fp16"),
         default="fp32",
-        help="fp32 (exact, default) or autocast bf16/fp16: ~3x faster on CPUs with bf16 units and on "
-        "GPUs; scores move in the 2nd decimal",
+        help="fp32 (exact, default) or autocast bf16/fp16: ~3x faster on GPUs and on CPUs with bf16 units "
+        "(AVX-512-BF16 or AMX), up to ~6.6x slower on CPUs without them (a warning says so); scores move in the "
+        "2nd decimal",
     )
     p.add_argument(
         "--classifier",
@@ -134,9 +138,10 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def _check_options(args: argparse.Namespace) -> None:
-    """What the options need, said before anything loads: integers in their ranges, ``graph`` needs the
-    classifiers on a CUDA device, and ``--search faiss`` the faiss package."""
+    """What the options need, said before anything loads: integers in their ranges, a device this machine has,
+    ``graph`` needs the classifiers on a CUDA device, and ``--search faiss`` the faiss package."""
     _check_numbers(args)
+    check_device(args.device, "command line: --device")
     target = classifier_device(args.device)
     if args.classifier_engine == "graph" and target.type != "cuda":
         raise ValueError(f"--classifier_engine graph needs a CUDA device; the classifiers would run on {target}")
@@ -213,6 +218,7 @@ def run(argv: Sequence[str]) -> dict:
     partial, and after every task); Ctrl-C ends in :class:`Stopped`, naming the partial report."""
     args = build_parser().parse_args(argv)
     _check_options(args)
+    warn_if_slow_bf16(args.precision, args.device, "evaluating with")
     data_dir = senteval_root(resolve_data_path(args.data_dir) if args.data_dir else None)
     tasks = load_tasks(args.tasks, args.mode, data_dir)  # missing or malformed files fail before the model loads
     model_path = check_model_source(args.model)

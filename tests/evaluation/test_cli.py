@@ -187,3 +187,37 @@ def test_cli_cuts_a_huge_quoted_value_to_a_readable_length(
     prose = "the column 'sent1' holds " + "words " * 60 + "of the model's file"
     assert cut_long(prose) == prose  # apostrophes of words do not pair up around a part of the message
     assert cut_long("/" + "a" * 300) == "/" + "a" * 300  # a long path is kept
+
+
+@pytest.mark.parametrize(
+    ("device", "expected"),
+    [
+        ("cuda:3", "error: command line: --device cuda:3: CUDA is not available on this machine"),
+        ("cuda", "error: command line: --device cuda: CUDA is not available on this machine"),
+        ("foo", "error: command line: --device foo: not a device; expected cpu, cuda, cuda:N or mps"),
+        ("cuda:x", "error: command line: --device cuda:x: not a device; expected cpu, cuda, cuda:N or mps"),
+    ],
+)
+def test_cli_checks_the_device_before_anything_loads(
+    device: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device this machine does not have is one line naming it, before the model (here: none) is looked at."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["--model", str(tmp_path / "no-model"), "--device", device, "--output_dir", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(expected) and captured.err.count("\n") == 1, captured.err
+    assert "Traceback" not in captured.out + captured.err
+
+
+def test_cli_device_index_beyond_the_devices_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert main(["--model", str(tmp_path / "no-model"), "--device", "cuda:3", "--output_dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: command line: --device cuda:3: this machine has 2 CUDA devices (cuda:0 to cuda:1)")
