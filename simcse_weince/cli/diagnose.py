@@ -32,6 +32,7 @@ from simcse_weince.losses import WeinceLoss
 from simcse_weince.losses.config import WeinceConfig
 from simcse_weince.model_sources import check_model_source, resolve_model_path
 from simcse_weince.paths import resolve_data_path, senteval_root
+from simcse_weince.stopping import kept_on_stop
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import ConfigError
 from simcse_weince.vision.model import simclr_folder
@@ -194,6 +195,25 @@ def run(argv: Sequence[str]) -> dict:
         path = check_model_source(args.model)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    with kept_on_stop(lambda: kept_files(out, written)):
+        report = diagnose(args, path, kind, loss, loss_source, out, written, t0)
+    print(summary_text(report))
+    return report
+
+
+def diagnose(
+    args: argparse.Namespace,
+    path: str,
+    kind: str,
+    loss: WeinceLoss,
+    loss_source: str,
+    out: Path,
+    written: list[Path],
+    t0: float,
+) -> dict:
+    """Embed the batches, fit the tail, the link and the WEINCE statistics, write the plots and ``report.json``
+    (each file added to ``written`` once complete); the report."""
     batches, geometry, space = collect(args, path, kind)
     if len(batches) < 2:
         raise ValueError(f"need at least 2 batches of {args.batch_size} (got {len(batches)}): lower --batch_size")
@@ -225,17 +245,28 @@ def run(argv: Sequence[str]) -> dict:
         "space": space,
         "geometry": geometry,
     }
-    plots = {
-        "tail": plot_tail(negatives, pot, out / "tail_gpd.png"),
-        "stability": plot_stability(stability, out / "threshold_stability.png"),
-        "lambda": plot_lambda(lam_all, out / "lambda_hist.png"),
-        "link": plot_link(link, out / "link_loglik.png"),
-    }
+    plots = {}
+    for name, draw, file in (
+        ("tail", lambda f: plot_tail(negatives, pot, f), "tail_gpd.png"),
+        ("stability", lambda f: plot_stability(stability, f), "threshold_stability.png"),
+        ("lambda", lambda f: plot_lambda(lam_all, f), "lambda_hist.png"),
+        ("link", lambda f: plot_link(link, f), "link_loglik.png"),
+    ):
+        plots[name] = draw(out / file)
+        written.append(out / file)
     report["plots"] = {k: str(v) for k, v in plots.items()}
     report["seconds"] = time.perf_counter() - t0
     (out / "report.json").write_text(json.dumps(report, indent=2))
-    print(summary_text(report))
+    written.append(out / "report.json")
     return report
+
+
+def kept_files(out: Path, written: list[Path]) -> str:
+    """What a stop leaves in ``out`` and how to go on."""
+    again = "run the same command to diagnose again from the start"
+    if not written:
+        return f"nothing was written into {out} (the plots and report.json are written at the end); {again}"
+    return f"kept {', '.join(p.name for p in written)} in {out}, report.json not written; {again} (it replaces them)"
 
 
 def link_note(top1: float, converged: bool = True) -> dict:
