@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -124,9 +127,10 @@ def push_folder(
     revision: str | None = None,
     commit_message: str = "End of training",
     allow_patterns: list[str] | None = None,
+    ignore_patterns: Sequence[str] = (),
 ) -> str:
-    """Upload exactly ``folder`` (or its files matching ``allow_patterns``) to the root of ``repo_id`` (created if
-    needed); returns the commit URL.
+    """Upload exactly ``folder`` (or its files matching ``allow_patterns``, less those matching ``ignore_patterns``)
+    to the root of ``repo_id`` (created if needed); returns the commit URL.
 
     Raises:
         HubPushError: the Hub could not be reached or refused the upload (message says how to retry).
@@ -143,6 +147,7 @@ def push_folder(
             commit_message=commit_message,
             revision=revision,
             allow_patterns=allow_patterns,
+            ignore_patterns=list(ignore_patterns) or None,
         )
     except Exception as err:  # the Hub client raises many types (offline mode, HTTP, connection, auth)
         raise HubPushError(
@@ -151,3 +156,53 @@ def push_folder(
             f"`hf upload {repo_id} {folder}`."
         ) from err
     return str(getattr(info, "commit_url", info))
+
+
+def with_ignored(given: str | list[str] | None, extra: Sequence[str]) -> list[str]:
+    """An upload's ``ignore_patterns`` (``None``, one pattern or a list) and ``extra`` (their union, as a list)."""
+    return ([given] if isinstance(given, str) else list(given or [])) + [p for p in extra if p != given]
+
+
+class _IgnoringApi:
+    """An ``HfApi`` whose ``upload_folder`` also skips ``patterns`` (every other attribute is the API's own)."""
+
+    def __init__(self, api: Any, patterns: Sequence[str]) -> None:
+        self._api, self._patterns = api, tuple(patterns)
+
+    def upload_folder(self, *args: Any, ignore_patterns: str | list[str] | None = None, **kwargs: Any) -> Any:
+        return self._api.upload_folder(*args, ignore_patterns=with_ignored(ignore_patterns, self._patterns), **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+
+@contextmanager
+def trainer_uploads_ignoring(patterns: Sequence[str]) -> Iterator[None]:
+    """Within the block, every upload of the Trainer (its checkpoint pushes upload all of ``output_dir``, with
+    ignore patterns of its own only for ``_*`` and the checkpoint folders) also skips ``patterns``: the run's
+    local files (its lock and the holder's pid and host name) never reach a repository.
+
+    The Trainer's upload function is looked up in its module at each call (``hf_api()`` from transformers 5.10.1,
+    ``upload_folder`` before): it is wrapped for the block's duration, on the calling thread's push, and restored
+    after.
+    """
+    import transformers.trainer as hf_trainer
+
+    saved: dict[str, Any] = {}
+    if hasattr(hf_trainer, "hf_api"):
+        real_api = hf_trainer.hf_api
+        saved["hf_api"] = real_api
+        hf_trainer.hf_api = lambda: _IgnoringApi(real_api(), patterns)
+    if hasattr(hf_trainer, "upload_folder"):
+        real_upload = hf_trainer.upload_folder
+        saved["upload_folder"] = real_upload
+
+        def upload_folder(*args: Any, ignore_patterns: str | list[str] | None = None, **kwargs: Any) -> Any:
+            return real_upload(*args, ignore_patterns=with_ignored(ignore_patterns, patterns), **kwargs)
+
+        hf_trainer.upload_folder = upload_folder
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(hf_trainer, name, value)

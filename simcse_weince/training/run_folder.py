@@ -33,6 +33,10 @@ logger = logging.getLogger(__name__)
 
 LOCK = ".run.lock"
 HOLDER = ".run.lock.json"
+WRITE_TEST = ".write-test-"  # + pid: check_writable_folder's probe
+# Files of this machine, never of the run's results: no push to the Hub carries them (the holder names the pid and
+# the host).
+LOCAL_ONLY = (LOCK, HOLDER, f"{WRITE_TEST}*")
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 INCOMPLETE = re.compile(r"^checkpoint-(\d+)-incomplete$")
 RUN_FILES = (
@@ -53,7 +57,7 @@ def check_writable_folder(folder: str | Path) -> Path:
         raise ConfigError(f"output_dir {path} is a file; expected a folder (or a path where one can be created)")
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".write-test-{os.getpid()}"
+        probe = path / f"{WRITE_TEST}{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:

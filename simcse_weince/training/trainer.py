@@ -42,8 +42,9 @@ from simcse_weince.file_modes import give_usual_modes
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
-from simcse_weince.training.hub import push_folder, repo_name
+from simcse_weince.training.hub import push_folder, repo_name, trainer_uploads_ignoring
 from simcse_weince.training.run import kept
+from simcse_weince.training.run_folder import LOCAL_ONLY
 from simcse_weince.training.run_record import RunState, save_record
 
 logger = logging.getLogger(__name__)
@@ -89,6 +90,8 @@ class ContrastiveTrainer(Trainer):
         self._diag_sums: dict[str, torch.Tensor] = {}
         self._diag_steps = 0
         self._warned_batch_norm = False
+        self._saving_checkpoint = False  # a checkpoint's push waits for the end of its save (_push_from_checkpoint)
+        self._deferred_push: str | None = None
 
     # ---- training hooks ---------------------------------------------------------------------------------
     def embed_views(self, model: nn.Module, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -249,6 +252,7 @@ class ContrastiveTrainer(Trainer):
         and what was kept: the half-written folder is removed, the previous checkpoints are untouched (the Trainer
         rotates them only after a save)."""
         folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        self._saving_checkpoint, self._deferred_push = True, None
         try:
             with writing(folder, "the checkpoint", kept=f"{kept(self.args)}; fix the cause first"):
                 super()._save_checkpoint(model, trial)
@@ -262,6 +266,22 @@ class ContrastiveTrainer(Trainer):
             if self.args.should_save:  # the half-written folder goes, and the space it took with it
                 shutil.rmtree(folder, ignore_errors=True)
             raise
+        finally:
+            self._saving_checkpoint = False
+        pending, self._deferred_push = self._deferred_push, None
+        if pending is not None:  # the checkpoint is complete now: the push carries what it holds
+            self._push_from_checkpoint(pending)
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        """The Trainer's push of a checkpoint (``push_to_hub``, per ``hub_strategy``), deferred while
+        :meth:`_save_checkpoint` runs: the Trainer pushes before returning, so the pushed checkpoint lacked the loss
+        state and the record's digests (``files: null``: a checkpoint that cannot be resumed as saved). Every such
+        upload skips the run's local files (:data:`~simcse_weince.training.run_folder.LOCAL_ONLY`)."""
+        if getattr(self, "_saving_checkpoint", False):
+            self._deferred_push = checkpoint_folder
+            return
+        with trainer_uploads_ignoring(LOCAL_ONLY):
+            super()._push_from_checkpoint(checkpoint_folder)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         with reading(resume_from_checkpoint, "the checkpoint's weights in", DAMAGED_CHECKPOINT):
@@ -294,7 +314,9 @@ class ContrastiveTrainer(Trainer):
         """
         self._finish_current_push()
         repo = self.hub_model_id or repo_name(self.args.hub_model_id, self.args.output_dir)
-        return push_folder(folder, repo, self.args.hub_token, self.args.hub_revision, commit_message, allow_patterns)
+        return push_folder(
+            folder, repo, self.args.hub_token, self.args.hub_revision, commit_message, allow_patterns, LOCAL_ONLY
+        )
 
     # ---- logging ----------------------------------------------------------------------------------------
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:

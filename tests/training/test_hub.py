@@ -172,3 +172,50 @@ def test_without_hub_model_id_the_output_folder_names_the_repository(tmp_path: P
                                          r"after output_dir\); set hub_model_id$"):  # fmt: skip
         SimCSETrainingArguments(output_dir=str(tmp_path / "my run"), push_to_hub=True)
     SimCSETrainingArguments(output_dir=str(tmp_path / "my run"))  # not pushed: any folder name
+
+
+@pytest.fixture(scope="module")
+def checkpoint_pushes(tiny_bert_dir: Path, wiki_sample: Path, tmp_path_factory: pytest.TempPathFactory):
+    """A run pushing with ``hub_strategy: checkpoint`` and a loss with a running state (the top-M Weibit term's β_t,
+    saved as ``loss_state.pt``): the recorder, and the run's folder."""
+    from simcse_weince.cli.train_text import run
+
+    tmp = tmp_path_factory.mktemp("hub-checkpoints")
+    with pytest.MonkeyPatch.context() as patch:
+        hub = install_hub_recorder(patch, tmp / "hub")
+        out = tmp / "run"
+        run(
+            _text(
+                tiny_bert_dir, wiki_sample, out, push_to_hub=True, hub_strategy="checkpoint", hub_model_id="me/ckpt",
+                topm_weibit_weight=0.5, topm_min_tail_points=16, topm_r2_min=0.0,
+            )
+        )  # fmt: skip
+    return hub, out
+
+
+@pytest.mark.slow
+def test_a_pushed_checkpoint_holds_exactly_what_the_local_one_holds(checkpoint_pushes) -> None:
+    """The Trainer pushed each checkpoint before the run wrote its loss state and the record's digests: the Hub's
+    last-checkpoint/ had ``files: null`` and no loss_state.pt. Each push now carries the complete local checkpoint."""
+    hub, out = checkpoint_pushes
+    pushed = {c.message: c.files for c in hub.commits if c.path_in_repo == "last-checkpoint"}
+    assert list(pushed) == ["Training in progress, step 2, checkpoint", "Training in progress, step 4, checkpoint"]
+    for step, files in zip((2, 4), pushed.values(), strict=True):
+        local = out / f"checkpoint-{step}"
+        held = [p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()]
+        assert files == sorted(f"last-checkpoint/{name}" for name in held)
+        assert "last-checkpoint/loss_state.pt" in files
+    remote = hub.repo("me/ckpt") / "last-checkpoint" / "run_record.json"
+    assert json.loads(remote.read_text())["files"] is not None
+    assert remote.read_bytes() == (out / "checkpoint-4" / "run_record.json").read_bytes()
+
+
+@pytest.mark.slow
+def test_no_push_carries_the_run_lock_or_its_holder(checkpoint_pushes) -> None:
+    """The Trainer's pushes upload the whole output folder: the run's lock and its holder (pid, host name, start time)
+    went to the repository's root. No commit carries a file of the machine's own."""
+    hub, _ = checkpoint_pushes
+    assert len(hub.commits) == 6  # per save: the root and last-checkpoint/; then the model and its card
+    local_only = {".run.lock", ".run.lock.json"}
+    assert not [f for c in hub.commits for f in c.files if Path(f).name in local_only or ".write-test-" in f]
+    assert not [p for p in hub.repo("me/ckpt").rglob(".run.lock*")]
