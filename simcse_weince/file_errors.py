@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["FileFault", "cause", "reading", "writing"]
+__all__ = ["FileFault", "cause", "reading", "refuse_folder", "writing"]
 
 LOW_SPACE = 64 << 20  # less free space than this after a failed write: the disk is taken to be full
 
@@ -140,3 +140,14 @@ def reading(path: str | Path, what: str, advice: str, passing: tuple[type[BaseEx
             raise
         text = " ".join(str(err).split())[:200] or type(err).__name__
         raise FileFault(f"could not read {what} {path} ({text}); {advice}") from err
+
+
+def refuse_folder(path: str | Path, what: str, expected: str) -> None:
+    """Refuse a folder given where a file is expected, before any check of its name (a folder's name has no
+    suffix: the check would say ``unsupported suffix '(none)'``, which hides what is wrong).
+
+    Raises:
+        IsADirectoryError: ``<what> <path> is a folder; expected <expected>``.
+    """
+    if Path(path).is_dir():
+        raise IsADirectoryError(f"{what} {path}".strip() + f" is a folder; expected {expected}")

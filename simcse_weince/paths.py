@@ -46,3 +46,11 @@ def resolve_data_path(path: str) -> str:
             )
         path = str(root) + path[len("{data}") :]
     return os.path.expanduser(os.path.expandvars(path))
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as messages show it: a relative path with what it resolved to, since it is read against the
+    working directory (not the config file's folder), which the relative path alone does not say."""
+    if os.path.isabs(path):
+        return str(path)
+    return f"{path} (a relative path, resolved against the working directory: {os.path.abspath(path)})"

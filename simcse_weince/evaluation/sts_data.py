@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simcse_weince.file_errors import refuse_folder
 from simcse_weince.textfiles import json_lines, read_lines
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
@@ -229,6 +230,7 @@ def load_sts_file(path: str | Path) -> STSTask:
     import math
 
     path = Path(path)
+    refuse_folder(path, "STS file", f"a file ({', '.join(STS_FILE_SUFFIXES)})")
     if path.suffix.lower() not in STS_FILE_SUFFIXES:
         raise ValueError(
             f"{path}: unsupported suffix {path.suffix or '(none)'!r}; expected {', '.join(STS_FILE_SUFFIXES)}"

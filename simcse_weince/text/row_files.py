@@ -16,6 +16,8 @@ import secrets
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from simcse_weince.file_errors import refuse_folder
+
 ROW_FILE_SUFFIXES = (".csv", ".parquet")
 
 
@@ -28,12 +30,11 @@ def check_new_file(path: str | Path, what: str, overwrite: bool, suffixes: Seque
         IsADirectoryError: ``path`` is a folder.
     """
     path = Path(path)
+    refuse_folder(path, what, f"a file ({', '.join(suffixes)})" if suffixes else "a file name")
     if suffixes is not None and path.suffix.lower() not in suffixes:
         raise ValueError(
             f"{what} {path}: unsupported suffix {path.suffix or '(none)'!r}; expected {', '.join(suffixes)}"
         )
-    if path.is_dir():
-        raise IsADirectoryError(f"{what} {path} is a folder; expected a file name")
     if path.exists() and not overwrite:
         raise ValueError(f"{what} {path} already exists; pass --overwrite to replace it, or choose another name")
     return path
@@ -59,9 +60,11 @@ def write_rows(path: str | Path, columns: Sequence[str], rows: Sequence[Sequence
 
     Raises:
         ValueError: a suffix other than :data:`ROW_FILE_SUFFIXES`, or a row of another width.
+        IsADirectoryError: ``path`` is a folder.
     """
     path = Path(path)
     suffix = path.suffix.lower()
+    refuse_folder(path, "", f"a file ({', '.join(ROW_FILE_SUFFIXES)})")
     if suffix not in ROW_FILE_SUFFIXES:
         raise ValueError(f"{path}: unsupported suffix {suffix or '(none)'!r}; expected {', '.join(ROW_FILE_SUFFIXES)}")
     bad = next((i for i, r in enumerate(rows) if len(r) != len(columns)), None)

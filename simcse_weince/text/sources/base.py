@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from simcse_weince.digests import ALGORITHM, file_digest
+from simcse_weince.paths import shown_path
 from simcse_weince.text.columns import (
     BadRows,
     ReadOptions,
@@ -143,9 +144,9 @@ class FileSource(Source):
         path = Path(path)
         kind = "training file" if cls.by_column else "training text file"
         if path.is_dir():
-            raise IsADirectoryError(f"{kind} {path} is a directory; expected {cls.layout}")
+            raise IsADirectoryError(f"{kind} {shown_path(path)} is a directory; expected {cls.layout}")
         if not path.is_file():
-            raise FileNotFoundError(f"{kind} not found: {path} (expected {cls.layout})")
+            raise FileNotFoundError(f"{kind} not found: {shown_path(path)}; expected {cls.layout}")
         with path.open("rb") as f:
             if f.read(2) == GZIP_MAGIC:
                 raise ValueError(
