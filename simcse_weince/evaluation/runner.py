@@ -28,14 +28,46 @@ logger = logging.getLogger(__name__)
 __all__ = ["MODES", "CachingEncoder", "EvaluationReport", "TaskSet", "load_tasks", "resolve_tasks", "run_evaluation"]
 
 
+PATH_PREFIXES = ("retrieval:",)  # the specs that end in a path, which may hold commas
+
+
+def split_spec(spec: str) -> list[str]:
+    """The parts of a comma-separated task spec; a comma inside a path (``retrieval:/data/beir,v2``) is kept.
+
+    After a part that names a path (:data:`PATH_PREFIXES`), a comma splits only where the next part starts a
+    task (``all``, a family's word, a task name or alias, a prefix) and the path joined with it does not exist;
+    otherwise the part is the path's continuation.
+    """
+    parts: list[str] = []
+    for part in spec.split(","):
+        last = parts[-1].strip() if parts else ""
+        prefix = next((p for p in PATH_PREFIXES if last.lower().startswith(p)), None)
+        if prefix is not None:
+            joined = f"{last[len(prefix) :].strip()},{part}"
+            if not _starts_task(part) or (Path(joined).exists() and not Path(last[len(prefix) :].strip()).exists()):
+                parts[-1] += "," + part
+                continue
+        parts.append(part)
+    return parts
+
+
+def _starts_task(part: str) -> bool:
+    """Whether ``part`` (of a comma-separated spec) names a task, a family or ``all``, or starts a prefix."""
+    name = part.strip()
+    if name.lower() in ("all", *FAMILIES) or name.lower().startswith(PATH_PREFIXES):
+        return True
+    return any(fam.resolve(name) is not None for fam in FAMILIES.values())
+
+
 def resolve_tasks(spec: str | Sequence[str]) -> dict[str, list[str]]:
     """A task spec -> {family: its task names, in the order given}.
 
-    The spec is a comma-separated string or a list of: ``all`` (every family's built-in tasks), a family's word
-    (``sts``, ``transfer``, ``retrieval``: its built-in tasks), a task name or alias (case-insensitive), or a
-    family's own spec (``retrieval:PATH``). Every family appears in the result, in registry order.
+    The spec is a comma-separated string (:func:`split_spec`: commas inside a path kept) or a list of: ``all``
+    (every family's built-in tasks), a family's word (``sts``, ``transfer``, ``retrieval``: its built-in tasks),
+    a task name or alias (case-insensitive), or a family's own spec (``retrieval:PATH``). Every family appears
+    in the result, in registry order.
     """
-    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = split_spec(spec) if isinstance(spec, str) else list(spec)
     chosen: dict[str, list[str]] = {f: [] for f in FAMILIES}
 
     def add(family: str, task: str) -> None:

@@ -221,3 +221,25 @@ def test_cli_device_index_beyond_the_devices_is_named(
     assert main(["--model", str(tmp_path / "no-model"), "--device", "cuda:3", "--output_dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: command line: --device cuda:3: this machine has 2 CUDA devices (cuda:0 to cuda:1)")
+
+
+def test_cli_retrieval_path_with_commas(
+    tiny_bert_weights_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """--tasks is split on commas, but a comma inside retrieval:PATH is part of the path: the spec is split only
+    where the next part starts a task (a name, a family word, a prefix), or where the joined path does not exist."""
+    from simcse_weince.evaluation.runner import resolve_tasks
+
+    one = _beir_folder(tmp_path / "beir,v2")
+    two = _beir_folder(tmp_path / "other,STSB")  # a part that reads as a task name, but the joined path exists
+    chosen = resolve_tasks(f"retrieval:{one},STSB, retrieval:{two},sickr")
+    assert chosen["retrieval"] == [f"retrieval:{one}", f"retrieval:{two}"]
+    assert chosen["sts"] == ["STSBenchmark", "SICKRelatedness"]
+    with pytest.raises(ValueError, match="unknown task 'nope'"):
+        resolve_tasks(f"STSB,nope,retrieval:{one}")
+    out = tmp_path / "ev"
+    options = ["--model", str(tiny_bert_weights_dir), "--pooler", "avg", "--tasks", f"retrieval:{one},retrieval:{two}",
+               "--output_dir", str(out), "--device", "cpu", "--no_progress"]  # fmt: skip
+    assert main(options) == 0
+    report = json.loads((out / "eval_test.json").read_text())
+    assert sorted(report["retrieval"]) == sorted([f"retrieval:{one}", f"retrieval:{two}"]), report["retrieval"].keys()
