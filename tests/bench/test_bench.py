@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # subprocesses and end-to-end runs
+pytestmark = [pytest.mark.slow, pytest.mark.bench]  # subprocesses of the benchmarks: `make test-bench`
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]  # `make test-bench`, not `make test`
 
 REPO = Path(__file__).resolve().parents[2]
 

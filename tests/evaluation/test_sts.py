@@ -106,14 +106,16 @@ def test_stsb_matches_sentence_transformers_evaluator(senteval: Path, minilm_dir
     from simcse_weince.text.encoder import load_text_encoder
 
     path = str(minilm_dir)
-    task = load_stsb(senteval, "test")
-    sub = task.subsets[0]
-    ours = evaluate_sts(load_text_encoder(path, device="cpu"), task)
+    # every third pair of STS-B test (460 of 1,379, spread over the whole range of scores): the same comparison in a
+    # third of the encoding time (the whole split took 90 s with a one-thread worker on an AVX2-only CPU)
+    full = load_stsb(senteval, "test").subsets[0]
+    sub = STSSubset(full.name, full.sentences1[::3], full.sentences2[::3], full.scores[::3])
+    ours = evaluate_sts(load_text_encoder(path, device="cpu"), STSTask("STSBenchmark", [sub]))
     st = SentenceTransformer(path, device="cpu")
     theirs = EmbeddingSimilarityEvaluator(sub.sentences1, sub.sentences2, sub.scores, write_csv=False)(st)
     assert ours.main / 100 == pytest.approx(theirs["spearman_cosine"], abs=1e-6)
     assert ours.pearson["all"] / 100 == pytest.approx(theirs["pearson_cosine"], abs=1e-6)
-    assert 80 < ours.main < 84  # all-MiniLM-L6-v2 scores about 82 on STS-B test
+    assert 81 < ours.main < 84  # all-MiniLM-L6-v2: 82.35 on these pairs (about 82 on the whole split)
 
 
 def test_hub_fallback_when_no_folder(monkeypatch) -> None:

@@ -49,11 +49,11 @@ SKIPPED_ON_THE_CPU = ("text fp16", "grad cache tests", "classifier graph tests",
 RUN_ON_THE_CPU = ("text bf16", "throughput", "grad cache", "vision", "eval bf16", "transfer classifiers")
 
 
-def cpu_smoke(out: Path, *checks: str) -> dict[str, str]:
-    """``gpu_check.sh --cpu-smoke --only CHECKS``: the status of each row of its table."""
+def cpu_smoke(out: Path, *checks: str, extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """``gpu_check.sh --cpu-smoke [EXTRA] --only CHECKS``: the status of each row of its table."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        ["bash", "experiments/gpu_check.sh", "--cpu-smoke", "--out", str(out), "--only", *checks],
+        ["bash", "experiments/gpu_check.sh", "--cpu-smoke", "--out", str(out), *extra, "--only", *checks],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
@@ -114,15 +114,25 @@ CHECKED = {
 }
 
 
+# The rows that run a benchmark script (bench/train_throughput.py, bench/grad_cache.py, bench/eval_speed.py): with
+# the benchmarks' own tests in `make test-bench`, not `make test` (a minute each on an AVX2-only CPU).
+BENCH_ROWS = ("throughput", "grad cache", "transfer classifiers")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("check", RUN_ON_THE_CPU)
-def test_cpu_smoke_runs_each_check(check: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "check", [pytest.param(c, marks=pytest.mark.bench) if c in BENCH_ROWS else c for c in RUN_ON_THE_CPU]
+)
+def test_cpu_smoke_runs_each_check(check: str, tmp_path: Path, tiny_bert_weights_dir: Path) -> None:
     """Each check at toy sizes on the CPU, one at a time (the transfer row on stored random embeddings of the
-    CR sentences: its classifiers, not MiniLM's encoding, are what it times), then what it wrote."""
+    CR sentences: its classifiers, not MiniLM's encoding, are what it times), then what it wrote. The text row
+    trains the tests' tiny BERT (``--text-model``): MiniLM in bf16 took 4 min on an AVX2-only CPU, where bf16 is
+    emulated."""
     if check == "transfer classifiers":
         write_random_embeddings(tmp_path / "transfer_embeddings.pkl", "CR")
-    assert cpu_smoke(tmp_path, check) == {check: "ok"}
+    extra = ("--text-model", str(tiny_bert_weights_dir)) if check.startswith("text") else ()
+    assert cpu_smoke(tmp_path, check, extra=extra) == {check: "ok"}
     if check in CHECKED:
         assert CHECKED[check](tmp_path) is not False
 
