@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import sys
 import time
@@ -20,6 +19,7 @@ import numpy as np
 import torch
 import yaml
 
+from simcse_weince import strict_json
 from simcse_weince.cli.errors import run_command
 from simcse_weince.diagnostics.geometry import alignment, uniformity
 from simcse_weince.diagnostics.link import select_link
@@ -256,7 +256,7 @@ def diagnose(
         written.append(out / file)
     report["plots"] = {k: str(v) for k, v in plots.items()}
     report["seconds"] = time.perf_counter() - t0
-    (out / "report.json").write_text(json.dumps(report, indent=2))
+    (out / "report.json").write_text(strict_json.dumps(report, indent=2))
     written.append(out / "report.json")
     return report
 

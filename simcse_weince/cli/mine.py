@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from simcse_weince.cli.errors import run_command
+from simcse_weince.devices import check_device
 from simcse_weince.model_sources import check_model_source
 from simcse_weince.stopping import kept_on_stop
 from simcse_weince.text.mining import (
@@ -116,6 +117,7 @@ def run(argv: Sequence[str]) -> dict:
     settings = settings_of(args)
     columns = anchor_positive_columns(args.columns)
     check_pooler(args.pooler)
+    check_device(args.device)
     if bool(args.pairs) == bool(args.hub_dataset):
         raise ValueError("expected the pairs from --pairs FILE [FILE ...] or from --hub_dataset NAME, one of the two")
     outputs = MiningOutputs.plan(args.output, args.keep_unmined, args.overwrite, args.pairs or ())

@@ -8,7 +8,6 @@ selection) against simulated truth, ``e3`` WEINCE's online λ across tail shape,
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import sys
@@ -16,6 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from simcse_weince import strict_json
 from simcse_weince.cli.errors import run_command
 from simcse_weince.diagnostics.pot import MIN_EXCEEDANCES
 from simcse_weince.memory import check_memory
@@ -217,7 +217,7 @@ def run(argv: Sequence[str]) -> dict:
         else:
             plots = [written.add(plot_lambda_cells(result["cells"], out / "e3_lambda.png"))]
         result |= {"seconds": time.perf_counter() - t0, "plots": [str(p) for p in plots], "argv": list(argv)}
-        (out / f"{args.experiment}.json").write_text(json.dumps(result, indent=2))
+        (out / f"{args.experiment}.json").write_text(strict_json.dumps(result, indent=2))
         written.add(out / f"{args.experiment}.json")
         (out / f"{args.experiment}.md").write_text(table)
     print(table + f"\nwrote {out / (args.experiment + '.md')} ({result['seconds']:.0f} s)")

@@ -7,7 +7,6 @@ task first, runs them in order and keeps the report.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from simcse_weince import strict_json
 from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.families import FAMILIES
 from simcse_weince.evaluation.family import MODES, RunOptions, TaskResult
@@ -320,7 +320,7 @@ def write_report(report: EvaluationReport, output_dir: str | Path) -> tuple[Path
     kept = "the previous version of the report, if any, is whole"
     with writing(js, "the evaluation report", kept=kept):
         js.parent.mkdir(parents=True, exist_ok=True)
-        _replace(js, json.dumps(report.to_dict(), indent=2))
+        _replace(js, strict_json.dumps(report.to_dict(), indent=2))
     with writing(md, "the evaluation report", kept=kept):
         _replace(md, report.markdown() + "\n")
     return js, md

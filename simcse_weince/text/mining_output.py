@@ -15,12 +15,12 @@ a new output would be read with it) unless ``overwrite``, which replaces them al
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simcse_weince import strict_json
 from simcse_weince.text.mining import MinedNegatives, MiningSettings, Pairs
 from simcse_weince.text.mining_report import plot_scores, score_summary
 from simcse_weince.text.row_files import ROW_FILE_SUFFIXES, atomic_file, check_new_file, write_rows
@@ -97,7 +97,7 @@ class MiningOutputs:
             "reading": {k: v for k, v in pairs.stats.to_dict().items() if k.endswith("skipped")},
         }
         with atomic_file(self.summary) as tmp:
-            tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            tmp.write_text(strict_json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         self.written.append(self.summary)
         return summary
 

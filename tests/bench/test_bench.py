@@ -85,3 +85,19 @@ def test_checkpoint_digest_bench_prints_its_ratios(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "digest / save = " in proc.stdout and "in 4 files" in proc.stdout
     assert "lines.txt (0.0 MB, 200 lines)" in proc.stdout and "digest / tokenising = " in proc.stdout
+
+
+def test_bf16_linear_bench_prints_both_times_and_their_ratio() -> None:
+    """``bench/bf16_linear.py``: the ratio is bf16 / fp32 of the medians it prints, and the native-bf16 line is
+    torch's own reading (here in this process)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from bf16_linear import main
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    from simcse_weince.hardware import cpu_has_native_bf16
+
+    res = main(["--repeats", "2"])
+    assert res["fp32_ms"] > 0 and res["bf16_ms"] > 0
+    assert res["ratio"] == pytest.approx(res["bf16_ms"] / res["fp32_ms"], rel=1e-12)
+    assert res["native"] == float(cpu_has_native_bf16())

@@ -303,6 +303,7 @@ BAD = {
     "missing model": (lambda t, fx: ["--pairs", fx["csv"], "--model", t / "none"], "no such path"),
     "pairs and hub": (lambda t, fx: ["--pairs", fx["csv"], "--hub_dataset", "x/y"], "one of the two"),
     "unknown flag": (lambda t, fx: ["--pairs", fx["csv"], "--margin", "0.1"], "unrecognized arguments: --margin"),
+    "not a device": (lambda t, fx: ["--pairs", fx["csv"], "--device", "foo"], "--device foo: not a device"),
 }
 
 
