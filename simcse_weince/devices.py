@@ -4,10 +4,7 @@ model have loaded, and with a traceback."""
 
 from __future__ import annotations
 
-import re
-
-FORMS = "cpu, cuda, cuda:N or mps"
-_DEVICE = re.compile(r"(cpu|mps|cuda)(?::(\d+))?")
+FORMS = "cpu, cuda, cuda:N, mps or another device type torch knows (xpu, npu, hpu, ...)"
 
 
 def check_device(device: str | None, where: str = "--device") -> None:
@@ -18,12 +15,13 @@ def check_device(device: str | None, where: str = "--device") -> None:
     """
     if device is None:
         return
-    found = _DEVICE.fullmatch(device.strip())
-    if not found or (found.group(2) is not None and found.group(1) != "cuda"):
-        raise ValueError(f"{where} {device}: not a device; expected {FORMS}")
     import torch
 
-    kind, index = found.group(1), found.group(2)
+    try:  # torch's own parser: every device type it knows (cpu:0, xpu, npu, ...), with or without an index
+        parsed = torch.device(device.strip())
+    except (RuntimeError, ValueError):
+        raise ValueError(f"{where} {device}: not a device; expected {FORMS}") from None
+    kind, index = parsed.type, parsed.index
     if kind == "cuda":
         if not torch.cuda.is_available():
             built = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "built without CUDA"
@@ -32,7 +30,7 @@ def check_device(device: str | None, where: str = "--device") -> None:
                 "expected cpu here, or run on a machine with a CUDA GPU"
             )
         count = torch.cuda.device_count()
-        if index is not None and int(index) >= count:
+        if index is not None and index >= count:
             raise ValueError(
                 f"{where} {device}: this machine has {count} CUDA devices (cuda:0 to cuda:{count - 1}); expected one "
                 "of them, or cuda"

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from simcse_weince import hardware
 from simcse_weince.hardware import slow_bf16_warning
+
+RECIPE = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 
 
 def test_avx2_limits_hide_the_bf16_units() -> None:
@@ -44,12 +47,12 @@ def test_evaluation_warns_before_anything_loads(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_training_warns_before_anything_loads(monkeypatch: pytest.MonkeyPatch, capsys, tmp_path) -> None:
+    """``train_unsup.py --precision bf16`` on such a CPU warns once the settings are read, before the model loads
+    (here the metric that the validation does not have is the error that follows)."""
     from simcse_weince.cli.train_text import main
 
     monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)
-    """``train_unsup.py --precision bf16`` on such a CPU warns once the settings are read, before the model loads
-    (here the metric that the validation does not have is the error that follows)."""
-    argv = ["configs/quickstart.yaml", "--precision", "bf16", "--use_cpu", "true", "--output_dir", str(tmp_path)]
+    argv = [str(RECIPE), "--precision", "bf16", "--use_cpu", "true", "--output_dir", str(tmp_path)]
     assert main([*argv, "--metric_for_best_model", "eval_nonsense"]) != 0
     err = capsys.readouterr().err.splitlines()
     assert [line.split(" ")[0] for line in err if line.startswith(("warning:", "error:"))] == ["warning:", "error:"]

@@ -105,6 +105,15 @@ def add_mining_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--use_faiss", action="store_true", help="search with a FAISS flat index (needs faiss)")
 
 
+def encodes_on_host(device: str | None) -> bool:
+    """True when the model will encode in this machine's memory: ``--device cpu``, or no ``--device`` and no CUDA."""
+    if device is not None:
+        return device.split(":")[0] == "cpu"
+    import torch
+
+    return not torch.cuda.is_available()
+
+
 def settings_of(args: argparse.Namespace) -> MiningSettings:
     names = ("num_negatives", "range_min", "range_max", "absolute_margin", "relative_margin", "max_score",
              "min_score", "sampling_strategy", "batch_size", "use_faiss", "seed")  # fmt: skip
@@ -125,7 +134,7 @@ def run(argv: Sequence[str]) -> dict:
     with kept_on_stop(outputs.kept):
         pairs = read_pairs(args.pairs, columns, args.hub_dataset, args.hub_data_file, args.skip_bad_rows)
         print(f"read {len(pairs):,} pairs ({len(set(pairs.anchors)):,} anchors) from {', '.join(pairs.sources)}")
-        plan = plan_mining(pairs, settings)  # before the model loads
+        plan = plan_mining(pairs, settings, on_host=encodes_on_host(args.device))  # before the model loads
         if plan.note:
             print(f"note: {plan.note}")
         model = load_sentence_transformer(source, args.pooler, args.device)

@@ -260,8 +260,10 @@ class MiningPlan:
     memory: float
 
 
-def plan_mining(pairs: Pairs, settings: MiningSettings) -> MiningPlan:
-    """The settings fitted to the candidates of ``pairs``, checked before any model loads.
+def plan_mining(pairs: Pairs, settings: MiningSettings, on_host: bool = True) -> MiningPlan:
+    """The settings fitted to the candidates of ``pairs``, checked before any model loads. ``on_host``: the model
+    encodes and scores in this machine's memory (the CPU); on an accelerator the encoding batches and the
+    similarity blocks are in its memory, and only the tables and the kept embeddings count here.
 
     An anchor's candidates are the distinct positives other than its own, so ``range_max`` beyond the most
     candidates an anchor has only pads the miner's tables (with a billion, 800 GB of them): it is lowered to that
@@ -306,17 +308,24 @@ def plan_mining(pairs: Pairs, settings: MiningSettings) -> MiningPlan:
                 f"--range_max {settings.range_max} is more than the {most} candidates an anchor of {where} has "
                 f"(the distinct positives not its own): using {most}"
             )
+            if kwargs["num_negatives"] < settings.num_negatives:
+                note += f", and --num_negatives {kwargs['num_negatives']} (what that window holds)"
     width = (kwargs["range_max"] if kwargs["range_max"] is not None else derived) + max_positives
     queries, sentences = len(own), len(own) + corpus
     table = float(queries) * width * _TABLE_BYTES
-    block = float(min(queries, _QUERY_CHUNK)) * corpus * _BLOCK_BYTES + float(sentences) * _EMBEDDING_BYTES
+    # the exact search scores a query chunk against the whole corpus at once; faiss searches with k instead
+    scored = 0.0 if settings.use_faiss or not on_host else float(min(queries, _QUERY_CHUNK)) * corpus * _BLOCK_BYTES
+    block = scored + float(sentences) * _EMBEDDING_BYTES
     needs = {
         "--range_max" if settings.range_max is not None else "--num_negatives": (
             settings.range_max if settings.range_max is not None else settings.num_negatives,
             table,
         ),
         "--pairs": (where, block),
-        "--batch_size": (settings.batch_size, float(min(settings.batch_size, sentences)) * _ENCODING_BYTES),
+        "--batch_size": (
+            settings.batch_size,
+            float(min(settings.batch_size, sentences)) * _ENCODING_BYTES if on_host else 0.0,
+        ),
     }
     total = memory.check_memory(needs, f"mining {len(pairs):,} pairs")
     return MiningPlan(most, kwargs, note, total)

@@ -194,8 +194,14 @@ def test_cli_cuts_a_huge_quoted_value_to_a_readable_length(
     [
         ("cuda:3", "error: command line: --device cuda:3: CUDA is not available on this machine"),
         ("cuda", "error: command line: --device cuda: CUDA is not available on this machine"),
-        ("foo", "error: command line: --device foo: not a device; expected cpu, cuda, cuda:N or mps"),
-        ("cuda:x", "error: command line: --device cuda:x: not a device; expected cpu, cuda, cuda:N or mps"),
+        (
+            "foo",
+            "error: command line: --device foo: not a device; expected cpu, cuda, cuda:N, mps",
+        ),
+        (
+            "cuda:x",
+            "error: command line: --device cuda:x: not a device; expected cpu, cuda, cuda:N, mps",
+        ),
     ],
 )
 def test_cli_checks_the_device_before_anything_loads(

@@ -321,6 +321,8 @@ def test_saved_files_have_the_mode_open_gives_them(finished: Path) -> None:
     from simcse_weince.file_modes import current_umask
 
     usual = 0o666 & ~current_umask()
+    if usual & 0o066 == 0:  # umask 077 (or stricter): the usual mode is the bug's 0600, nothing to tell apart
+        pytest.skip(f"umask {oct(current_umask())} gives every file 0600; tests/test_file_modes.py covers the rule")
     for folder in (finished / "checkpoint-6", finished / "model"):
         modes = {p.name: oct(p.stat().st_mode & 0o777) for p in folder.rglob("*") if p.is_file()}
         assert "model.safetensors" in modes and set(modes.values()) == {oct(usual)}, modes
