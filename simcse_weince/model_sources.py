@@ -102,19 +102,31 @@ def check_model_source(name: str) -> str:
 VISION_COMMANDS = "simclr-train (python -m simcse_weince.cli.train_vision) and simcse-diagnose"
 
 
+def simclr_folder(path: str | Path) -> Path | None:
+    """The SimCLR model folder of a run folder (``<run>/model``) or of a model folder, else ``None``."""
+    path = Path(path)
+    for folder in (path / "model", path):
+        cfg = folder / "config.json"
+        if cfg.is_file():
+            try:
+                if "backbone" in json.loads(cfg.read_text(encoding="utf-8")):
+                    return folder
+            except ValueError:
+                return None
+    return None
+
+
 def check_not_image_encoder(name: str, path: Path) -> None:
     """Refuse the output of a vision run (or its ``model/`` folder) as a text model.
 
     A vision run is a model folder too: its ``model/config.json`` (SimCLR's construction arguments, with a
     ``backbone``) would pass for a Hugging Face config, and loading it as text fails deep in transformers (no
     ``model_type``, no tokenizer: a sentencepiece message). It is recognised by the vision trainer's own format
-    (:func:`~simcse_weince.vision.model.simclr_folder`).
+    (:func:`simclr_folder`, here so that the shared modules need no import of ``vision/``).
 
     Raises:
         ModelSourceError: names the folder, its backbone, and the commands that take it.
     """
-    from simcse_weince.vision.model import simclr_folder
-
     folder = simclr_folder(path)
     if folder is None:
         return

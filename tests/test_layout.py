@@ -98,6 +98,20 @@ def test_only_the_command_layer_parses_command_lines() -> None:
     assert not bad, bad
 
 
+def test_the_shared_modules_import_no_library_package() -> None:
+    """The top-level modules (``paths``, ``model_sources``, ``digests``, ``hardware``, ``strict_json``, ...) are the
+    core every library may use: importing ``text/``, ``vision/`` or any other package from one of them would make
+    each library depend, through it, on its siblings (``model_sources`` once imported ``vision.model``)."""
+    bad = [
+        f"{src} imports {dst}"
+        for src, dsts in graph().items()
+        if src.count(".") == 1 and subpackage(src) is None
+        for dst in dsts
+        if subpackage(dst) is not None
+    ]
+    assert not bad, bad
+
+
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_forbidden_imports(package: str) -> None:
     bad = [

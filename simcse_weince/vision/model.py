@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from simcse_weince.model_sources import simclr_folder  # re-exported: a vision run's folder, found without torch
 from simcse_weince.vision.backbones import build_backbone
 
 
@@ -80,20 +81,6 @@ def save_simclr(model: SimCLRModel, folder: str | Path, config: dict[str, Any]) 
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     return folder
-
-
-def simclr_folder(path: str | Path) -> Path | None:
-    """The SimCLR model folder of a run folder (``<run>/model``) or of a model folder, else ``None``."""
-    path = Path(path)
-    for folder in (path / "model", path):
-        cfg = folder / "config.json"
-        if cfg.is_file():
-            try:
-                if "backbone" in json.loads(cfg.read_text(encoding="utf-8")):
-                    return folder
-            except ValueError:
-                return None
-    return None
 
 
 def load_simclr(path: str | Path) -> tuple[SimCLRModel, dict[str, Any]]:
