@@ -12,12 +12,13 @@ from simcse_weince.losses import InfoNCELoss, WeinceLoss
 from simcse_weince.losses.sentence_transformers import SentenceTransformerContrastiveLoss
 
 
-def _tiny_st(folder: Path):
+def _tiny_st(folder: Path, pooling: str = "cls"):
+    """The tests' tiny BERT as a SentenceTransformer (32 tokens, ``pooling`` over its 32-wide states)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
     t = Transformer(str(folder), max_seq_length=32)
-    return SentenceTransformer(modules=[t, Pooling(32, pooling_mode="cls")], device="cpu")
+    return SentenceTransformer(modules=[t, Pooling(32, pooling_mode=pooling)], device="cpu")
 
 
 def test_one_training_step_with_sentence_transformer_trainer(

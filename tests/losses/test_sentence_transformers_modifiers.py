@@ -14,17 +14,12 @@ from datasets import Dataset
 
 from simcse_weince.losses import WeinceLoss
 from simcse_weince.losses.sentence_transformers import SentenceTransformerContrastiveLoss
+from tests.losses.test_sentence_transformers import _tiny_st
 
-
-def _tiny_st(folder: Path):
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-
-    t = Transformer(str(folder), max_seq_length=32)
-    # Mean pooling: the random tiny BERT's CLS vectors are nearly collinear (cosines 0.99994 to 0.999999), where
-    # WEINCE's -log(1 - s) turns float32 rounding of s into 3e-5 relative loss differences; the mean-pooled
-    # cosines (0.66 to 0.98) are well conditioned, so re-normalising moves the loss by ~4e-7 only.
-    return SentenceTransformer(modules=[t, Pooling(32, pooling_mode="mean")], device="cpu")
+# Mean pooling: the random tiny BERT's CLS vectors are nearly collinear (cosines 0.99994 to 0.999999), where WEINCE's
+# -log(1 - s) turns float32 rounding of s into 3e-5 relative loss differences; the mean-pooled cosines (0.66 to 0.98)
+# are well conditioned, so re-normalising moves the loss by ~4e-7 only.
+POOLING = "mean"
 
 
 def _columns(wiki_sample: Path, rows: int = 16) -> tuple[list[str], list[str]]:
@@ -38,7 +33,7 @@ def test_matryoshka_trains_a_few_steps_with_sentence_transformer_trainer(
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MatryoshkaLoss
 
-    model = _tiny_st(tiny_bert_weights_dir)
+    model = _tiny_st(tiny_bert_weights_dir, POOLING)
     lines = wiki_sample.read_text(encoding="utf-8").splitlines()[:48]
     ds = Dataset.from_dict({"anchor": lines, "positive": lines})  # unsupervised SimCSE: dropout makes the views
     inner = SentenceTransformerContrastiveLoss(model, temperature=0.05, min_tail_points=10)
@@ -67,7 +62,7 @@ def test_matryoshka_trains_a_few_steps_with_sentence_transformer_trainer(
 def test_matryoshka_at_full_dimension_is_the_adapter(tiny_bert_weights_dir: Path, wiki_sample: Path) -> None:
     from sentence_transformers.sentence_transformer.losses import MatryoshkaLoss
 
-    model = _tiny_st(tiny_bert_weights_dir).eval()  # no dropout: every forward gives the same embeddings
+    model = _tiny_st(tiny_bert_weights_dir, POOLING).eval()  # no dropout: every forward gives the same embeddings
     anchors, positives = _columns(wiki_sample)
     feats = [model.preprocess(anchors), model.preprocess(positives)]
     adapter = SentenceTransformerContrastiveLoss(model, loss=WeinceLoss(0.05, min_tail_points=10))
