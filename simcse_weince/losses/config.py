@@ -10,74 +10,25 @@ help text is changed here and nowhere else.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
-import numbers
-from collections.abc import Callable
 from dataclasses import field
-from typing import Any, Literal, get_args, get_type_hints
+from typing import Any, Literal, get_args
+
+from simcse_weince import checks
 
 BetaMode = Literal["unit", "ols", "hill"]
 BETA_MODES: tuple[str, ...] = get_args(BetaMode)
 
-# A knob's range check: called with (field name, value, the whole config); raises ValueError.
-Check = Callable[[str, Any, "WeinceConfig"], None]
+_unit_interval = checks.within(0, 1)
+_integer_at_least_one = checks.integer_at_least(1)
+_HALF_OPEN_UNIT = checks.within(0, 1, open_low=True)
+_EPS_RANGE = checks.within(0, 0.1, open_low=True)
+# beta_min and beta_max are one constraint on the pair, reported under the loss's historic name.
+_BETA_CLAMP = checks.ordered("beta_min", "beta_max", "beta_clamp")
 
 
-def _positive(name: str, value: Any, cfg: WeinceConfig) -> None:
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-
-
-def _finite(name: str, value: Any, cfg: WeinceConfig) -> None:
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-
-
-def _unit_interval(name: str, value: Any, cfg: WeinceConfig) -> None:
-    if not 0 <= value <= 1:
-        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-
-
-def _optional_unit_interval(name: str, value: Any, cfg: WeinceConfig) -> None:
-    if value is not None and not 0 <= value <= 1:
-        raise ValueError(f"{name} must be None or in [0, 1], got {value!r}")
-
-
-def _half_open_unit_interval(name: str, value: Any, cfg: WeinceConfig) -> None:
-    if not 0 < value <= 1:
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
-
-
-def _eps_range(name: str, value: Any, cfg: WeinceConfig) -> None:
-    if not 0 < value <= 0.1:
-        raise ValueError(f"{name} must be in (0, 0.1], got {value!r}")
-
-
-def _beta_mode(name: str, value: Any, cfg: WeinceConfig) -> None:
-    if value not in BETA_MODES:
-        raise ValueError(f"{name} must be one of {BETA_MODES}, got {value!r}")
-
-
-def _beta_clamp(name: str, value: Any, cfg: WeinceConfig) -> None:
-    # beta_min and beta_max are one constraint on the pair, reported under the loss's historic name.
-    if not 0 < cfg.beta_min <= cfg.beta_max:
-        raise ValueError(f"beta_clamp must satisfy 0 < beta_min <= beta_max, got {(cfg.beta_min, cfg.beta_max)!r}")
-
-
-def _integer_at_least_one(name: str, value: Any, cfg: WeinceConfig) -> None:
-    if not math.isfinite(value) or int(value) != value or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _optional_integer_at_least_zero(name: str, value: Any, cfg: WeinceConfig) -> None:
-    if value is not None and (int(value) != value or value < 0):
-        raise ValueError(f"{name} must be None (automatic) or an integer >= 0, got {value!r}")
-
-
-def knob(check: Check, help: str) -> dict[str, Any]:
-    """The metadata of a :class:`WeinceConfig` field: its range check and its ``--help`` text."""
-    return {"check": check, "help": help}
+def knob(check: checks.Check, help: str) -> dict[str, Any]:
+    """A config field's metadata: its range check and ``--help`` text (:func:`~simcse_weince.checks.setting`)."""
+    return checks.setting(check, help)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,20 +67,20 @@ class WeinceConfig:
         20.0
     """
 
-    temperature: float = field(default=0.05, metadata=knob(_positive, "τ > 0 dividing the cosine similarities."))
+    temperature: float = field(default=0.05, metadata=knob(checks.positive, "τ > 0 dividing the cosine similarities."))
     beta_mode: BetaMode = field(
         default="ols",
         metadata=knob(
-            _beta_mode,
+            checks.one_of(BETA_MODES),
             "β_i of the shortfall logit: unit (β = 1, the released code), ols (clamped Weibull-line slope, the "
             "paper) or hill (clamped Hill estimate).",
         ),
     )
     beta_min: float = field(
-        default=0.5, metadata=knob(_beta_clamp, "Lower clamp of β̂ (ols, hill): 0 < beta_min <= beta_max.")
+        default=0.5, metadata=knob(_BETA_CLAMP, "Lower clamp of β̂ (ols, hill): 0 < beta_min <= beta_max.")
     )
     beta_max: float = field(
-        default=16.0, metadata=knob(_beta_clamp, "Upper clamp of β̂ (ols, hill): beta_max >= beta_min.")
+        default=16.0, metadata=knob(_BETA_CLAMP, "Upper clamp of β̂ (ols, hill): beta_max >= beta_min.")
     )
     min_tail_points: int = field(
         default=32,
@@ -139,12 +90,12 @@ class WeinceConfig:
     )
     tail_frac: float = field(
         default=0.10,
-        metadata=knob(_half_open_unit_interval, "Fraction of an anchor's negatives in its tail, in (0, 1]."),
+        metadata=knob(_HALF_OPEN_UNIT, "Fraction of an anchor's negatives in its tail, in (0, 1]."),
     )
     burn: int | None = field(
         default=None,
         metadata=knob(
-            _optional_integer_at_least_zero,
+            checks.optional(checks.integer_at_least(0), "None (automatic)"),
             "Leading tail points dropped before the fits, >= 0; None = automatic, max(1, k_tail // 20).",
         ),
     )
@@ -152,26 +103,27 @@ class WeinceConfig:
         default=0.2,
         metadata=knob(_unit_interval, "Quantile of the hardness ρ over the global batch that defines ρ_0, in [0, 1]."),
     )
-    kappa_rho: float = field(default=10.0, metadata=knob(_positive, "Slope κ_ρ > 0 of the hardness gate of λ."))
+    kappa_rho: float = field(default=10.0, metadata=knob(checks.positive, "Slope κ_ρ > 0 of the hardness gate of λ."))
     kappa_aic: float = field(
-        default=1.0, metadata=knob(_positive, "Slope κ_aic > 0 of the tail-shape (ΔAIC) gate of λ.")
+        default=1.0, metadata=knob(checks.positive, "Slope κ_aic > 0 of the tail-shape (ΔAIC) gate of λ.")
     )
     margin: float = field(
-        default=2.0, metadata=knob(_finite, "ΔAIC margin m of the tail-shape gate (a finite number).")
+        default=2.0, metadata=knob(checks.finite, "ΔAIC margin m of the tail-shape gate (a finite number).")
     )
     eps: float = field(
-        default=1e-6, metadata=knob(_eps_range, "Shortfall floor and clamp of the scores below 1, in (0, 0.1].")
+        default=1e-6,
+        metadata=knob(_EPS_RANGE, "Shortfall floor and clamp of the scores below 1, in (0, 0.1]."),
     )
     fixed_lambda: float | None = field(
         default=None,
         metadata=knob(
-            _optional_unit_interval,
+            checks.optional(_unit_interval),
             "A λ in [0, 1] used for every anchor instead of the statistics' (ablation; 0 is InfoNCE); None = off.",
         ),
     )
 
     def __post_init__(self) -> None:
-        check_and_store(self)
+        checks.check_fields(self)
 
     @property
     def beta_clamp(self) -> tuple[float, float]:
@@ -179,81 +131,20 @@ class WeinceConfig:
         return (self.beta_min, self.beta_max)
 
 
-def _number_type(hint: Any) -> type | None:
-    """``int`` for ``int`` / ``int | None``, ``float`` for ``float`` / ``float | None``, else ``None``."""
-    members = get_args(hint) or (hint,)
-    return next((t for t in (int, float) if t in members), None)
-
-
-@functools.cache
-def _number_types(cls: type) -> dict[str, type]:
-    """``{field: int or float}`` of a config class's number fields (``bool`` is none)."""
-    return {name: kind for name, hint in get_type_hints(cls).items() if (kind := _number_type(hint)) is not None}
-
-
-def check_and_store(cfg: Any) -> None:
-    """A config's ``__post_init__``: every field's range check (its ``knob`` metadata), then the accepted numbers
-    stored as their declared type (an integral 32.0 as 32, a YAML int 1 as 1.0)."""
-    for f in dataclasses.fields(cfg):
-        f.metadata["check"](f.name, getattr(cfg, f.name), cfg)
-    for name, kind in _number_types(type(cfg)).items():
-        value = getattr(cfg, name)
-        if value is not None:
-            object.__setattr__(cfg, name, kind(value))
-
-
 # ---- the authors' extra top-M terms ------------------------------------------------------------------------
-def _real(name: str, value: Any) -> None:
-    """``ValueError`` unless ``value`` is a real number (not a bool, not a string)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+def _real_and(check: checks.Check) -> checks.Check:
+    """A number (not a bool, not a string) that ``check`` accepts (the top-M knobs come from YAML mappings)."""
+    return checks.all_of(checks.real, check)
 
 
-def _weight(name: str, value: Any, cfg: Any) -> None:
-    _real(name, value)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0 (0 = off), got {value!r}")
-
-
-def _count(name: str, value: Any, cfg: Any) -> None:
-    _real(name, value)
-    _integer_at_least_one(name, value, cfg)
-
-
-def _positive_finite(name: str, value: Any, cfg: Any) -> None:
-    _real(name, value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-
-
-def _clamp(name: str, value: Any, cfg: Any) -> None:
-    _real(name, value)
-    if not 0 < cfg.topm_beta_min <= cfg.topm_beta_max < math.inf:
-        raise ValueError(
-            f"topm_beta_min and topm_beta_max must satisfy 0 < topm_beta_min <= topm_beta_max < inf, got "
-            f"{(cfg.topm_beta_min, cfg.topm_beta_max)!r}"
-        )
-
-
-def _fraction(name: str, value: Any, cfg: Any) -> None:
-    _real(name, value)
-    _half_open_unit_interval(name, value, cfg)
-
-
-def _unit(name: str, value: Any, cfg: Any) -> None:
-    _real(name, value)
-    _unit_interval(name, value, cfg)
-
-
-def _momentum(name: str, value: Any, cfg: Any) -> None:
-    _real(name, value)
-    if not 0 <= value < 1:
-        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-
-
-def _boolean(name: str, value: Any, cfg: Any) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
+_WEIGHT = checks.non_negative(" (0 = off)")
+_COUNT = _real_and(_integer_at_least_one)
+_TOPM_CLAMP = _real_and(
+    checks.ordered("topm_beta_min", "topm_beta_max", "topm_beta_min and topm_beta_max", bounded=True)
+)
+_FRACTION = _real_and(_HALF_OPEN_UNIT)
+_MOMENTUM = _real_and(checks.within(0, 1, open_high=True))
+_UNIT = _real_and(_unit_interval)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,41 +178,47 @@ class TopMConfig:
     """
 
     topm_softmax_weight: float = field(
-        default=0.0, metadata=knob(_weight, "Weight of the top-M softmax cross-entropy (authors' pl_lambda); 0 = off.")
+        default=0.0, metadata=knob(_WEIGHT, "Weight of the top-M softmax cross-entropy (authors' pl_lambda); 0 = off.")
     )
     topm_softmax_m: int = field(
-        default=50, metadata=knob(_count, "M of the top-M softmax term: the M hardest negatives of each anchor.")
+        default=50, metadata=knob(_COUNT, "M of the top-M softmax term: the M hardest negatives of each anchor.")
     )
     topm_weibit_weight: float = field(
-        default=0.0, metadata=knob(_weight, "Weight of the top-M Weibit cross-entropy (authors' weib_lambda); 0 = off.")
+        default=0.0, metadata=knob(_WEIGHT, "Weight of the top-M Weibit cross-entropy (authors' weib_lambda); 0 = off.")
     )
     topm_weibit_m: int = field(
-        default=50, metadata=knob(_count, "M of the top-M Weibit term: the M hardest negatives of each anchor.")
+        default=50, metadata=knob(_COUNT, "M of the top-M Weibit term: the M hardest negatives of each anchor.")
     )
     topm_beta_auto: bool = field(
         default=True,
         metadata=knob(
-            _boolean, "Weibit term's β from the batch's global tail fit (R² gate, running mean); false = beta_init."
+            checks.boolean,
+            "Weibit term's β from the batch's global tail fit (R² gate, running mean); false = beta_init.",
         ),
     )
     topm_beta_init: float = field(
-        default=4.0, metadata=knob(_positive_finite, "First (or, without auto, fixed) β of the Weibit term, > 0.")
+        default=4.0, metadata=knob(checks.positive_finite, "First (or, without auto, fixed) β of the Weibit term, > 0.")
     )
-    topm_beta_min: float = field(default=0.5, metadata=knob(_clamp, "Lower clamp of the Weibit term's β̂, > 0."))
-    topm_beta_max: float = field(default=16.0, metadata=knob(_clamp, "Upper clamp of the Weibit term's β̂."))
+    topm_beta_min: float = field(default=0.5, metadata=knob(_TOPM_CLAMP, "Lower clamp of the Weibit term's β̂, > 0."))
+    topm_beta_max: float = field(default=16.0, metadata=knob(_TOPM_CLAMP, "Upper clamp of the Weibit term's β̂."))
     topm_tail_frac: float = field(
-        default=0.05, metadata=knob(_fraction, "Share of all the batch's negatives in the global tail, in (0, 1].")
+        default=0.05,
+        metadata=knob(
+            _FRACTION,
+            "Share of all the batch's negatives in the global tail, in (0, 1].",
+        ),
     )
     topm_min_tail_points: int = field(
-        default=1024, metadata=knob(_count, "Lower bound (>= 1) on the size of the global tail.")
+        default=1024, metadata=knob(_COUNT, "Lower bound (>= 1) on the size of the global tail.")
     )
     topm_beta_momentum: float = field(
-        default=0.9, metadata=knob(_momentum, "Momentum m of the Weibit term's running β, in [0, 1).")
+        default=0.9,
+        metadata=knob(_MOMENTUM, "Momentum m of the Weibit term's running β, in [0, 1)."),
     )
-    topm_r2_min: float = field(default=0.85, metadata=knob(_unit, "R² a tail fit needs to move β, in [0, 1]."))
+    topm_r2_min: float = field(default=0.85, metadata=knob(_UNIT, "R² a tail fit needs to move β, in [0, 1]."))
 
     def __post_init__(self) -> None:
-        check_and_store(self)
+        checks.check_fields(self)
 
     @property
     def active(self) -> bool:
