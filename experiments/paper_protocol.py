@@ -334,7 +334,7 @@ def check_same_settings(folder: Path, groups: dict[str, Any]) -> None:
 def train_if_needed(folder: Path, argv: list[str], groups: dict[str, Any]) -> str:
     """Train the run of ``argv`` (parsed: ``groups``) into ``folder`` unless it finished; a killed run resumes from
     its last complete checkpoint; a folder of other settings is refused."""
-    from simcse_weince.training.run import latest_complete_checkpoint
+    from simcse_weince.training.run_folder import latest_complete_checkpoint
 
     check_same_settings(folder, groups)
     if (folder / "results.json").is_file():

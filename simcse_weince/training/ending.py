@@ -28,7 +28,7 @@ from typing import Any
 
 from transformers import Trainer
 
-import simcse_weince.training.run as run_module
+import simcse_weince.training.run_folder as run_folder
 from simcse_weince.file_errors import writing
 from simcse_weince.file_modes import give_usual_modes
 from simcse_weince.training.hub import HubPushError
@@ -67,7 +67,7 @@ def finish_run(
     state = trainer.run_state
     model_dir = Path(args.output_dir) / "model"
     partial = model_dir.with_name(PARTIAL)
-    kept = f"training had finished; {run_module.kept(args)}"
+    kept = f"training had finished; {run_folder.kept(args)}"
     try:
         export_and_push(trainer, results, partial, model_dir, export, render_card, what, kept)
     except BaseException:  # a stop or a failed write: no half-written model folder is left
@@ -77,7 +77,7 @@ def finish_run(
         shutil.rmtree(model_dir)
     partial.rename(model_dir)
     if getattr(trainer, "state", None) is not None:  # the final checkpoint was kept until the export was complete
-        run_module.apply_save_limit(trainer)
+        run_folder.apply_save_limit(trainer)
     results["model_dir"] = str(model_dir)
     results["hub_push_optional"] = bool(getattr(args, "hub_push_optional", False))
     results["total_seconds"] = time.perf_counter() - state.started

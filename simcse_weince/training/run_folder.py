@@ -9,6 +9,12 @@ the OS lock would still be held) before taking the folder over.
 Housekeeping: :func:`check_writable_folder` before anything loads, :func:`clear_previous_run` for
 ``--overwrite_output_dir true`` (a clean run: nothing of the old one can be resumed or exported by accident),
 :func:`remove_incomplete_checkpoints` once a resumed run has saved past them.
+
+Checkpoints: :func:`resume_value` resolves ``--resume_from_checkpoint last`` to the newest complete checkpoint
+(:func:`latest_complete_checkpoint`, setting aside the ones a kill cut short), :func:`check_checkpoint_path` and
+:func:`verify_checkpoint` check the one named (its files against their digests), :func:`check_fresh_output_dir`
+refuses a folder holding a previous run, :func:`kept` says what a stopped run kept, and :func:`apply_save_limit`
+applies ``save_total_limit`` once the model is exported.
 """
 
 from __future__ import annotations
@@ -21,13 +27,17 @@ import shutil
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
 import simcse_weince.training.run_record as run_record
 from simcse_weince.digests import TRANSIENT
+from simcse_weince.file_errors import FileFault
 from simcse_weince.training.config import ConfigError
+
+if TYPE_CHECKING:
+    from transformers import Trainer, TrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -185,3 +195,169 @@ def remove_incomplete_checkpoints(output_dir: str | Path) -> list[str]:
     if removed:
         logger.info("removed the incomplete checkpoint folder(s) %s of an earlier interrupted save", ", ".join(removed))
     return removed
+
+
+def check_checkpoint_path(path: str) -> None:
+    """Raises: ConfigError: ``--resume_from_checkpoint`` names no folder."""
+    where = Path(path)
+    if not where.exists():
+        raise ConfigError(
+            f"command line: --resume_from_checkpoint {path}: no such folder ({where.absolute()}); expected a "
+            "checkpoint-N folder of this run, or last (the newest complete one in --output_dir) or hub"
+        )
+    if not where.is_dir():
+        raise ConfigError(f"command line: --resume_from_checkpoint {path}: a file; expected a checkpoint-N folder")
+
+
+def verify_checkpoint(checkpoint: Path, output_dir: str | Path) -> None:
+    """Check every file of ``checkpoint`` against the digests its save recorded
+    (:func:`~simcse_weince.training.run_record.checkpoint_damage`); a checkpoint saved without digests (by an
+    earlier version) is resumed unchecked, with a warning.
+
+    Raises:
+        FileFault: a file is missing, truncated or changed, or the record itself is damaged; the message names it
+            and offers the previous complete checkpoint that is intact.
+    """
+    t0 = time.perf_counter()
+    damaged = checkpoint_damage(checkpoint)
+    if damaged is None:
+        logger.warning("%s holds no file digests (saved by an earlier version): its files are not checked", checkpoint)
+        return
+    if not damaged:
+        logger.info("checked the files of %s against their digests (%.1f s)", checkpoint, time.perf_counter() - t0)
+        return
+    earlier = (c for c in complete_checkpoints(output_dir) if step_of(c) < step_of(checkpoint))
+    intact = next((c for c in earlier if not checkpoint_damage(c)), None)  # newest first
+    offer = (
+        f"resume from the previous complete checkpoint instead: --resume_from_checkpoint {intact}"
+        if intact is not None
+        else "no earlier intact checkpoint is there: start again with --overwrite_output_dir true"
+    )
+    raise FileFault(f"checkpoint {checkpoint} is damaged ({'; '.join(damaged)}); {offer}")
+
+
+def checkpoint_damage(checkpoint: Path) -> list[str] | None:
+    """:func:`~simcse_weince.training.run_record.checkpoint_damage`, with a damaged record as one more damaged file
+    (so that it, too, is named with the previous intact checkpoint offered)."""
+    try:
+        return run_record.checkpoint_damage(checkpoint)
+    except run_record.DamagedRecord as err:
+        return [f"{run_record.RECORD}: {err.what}"]
+
+
+def step_of(checkpoint: Path) -> int:
+    found = CHECKPOINT.match(checkpoint.name)
+    return int(found.group(1)) if found else -1
+
+
+def check_fresh_output_dir(output_dir: str | Path, main: bool = True) -> None:
+    """Refuse to train into a folder holding a previous run (the Trainer would rotate its checkpoints away).
+
+    A folder whose only trace of a run is checkpoints that a kill cut short (no complete checkpoint, no
+    ``model/``, no ``results.json``) holds nothing to continue and nothing to lose: the run starts from the
+    beginning there, those folders set aside as ``checkpoint-N-incomplete`` (removed once the run has finished), as
+    ``--resume_from_checkpoint last`` advises when it finds no complete checkpoint.
+
+    Raises:
+        ConfigError: naming what is there and the ways on (resuming only when there is a complete checkpoint).
+    """
+    found = previous_run(output_dir)
+    if not found:
+        return
+    complete = complete_checkpoints(output_dir)
+    if not complete and not {"model", "results.json"} & set(found):
+        logger.warning(
+            "output_dir %s holds only checkpoints whose save did not finish (%s): nothing to resume; training from "
+            "the beginning",
+            output_dir,
+            ", ".join(found),
+        )
+        latest_complete_checkpoint(output_dir, clean=main)  # sets them aside, so that no new save mixes with one
+        return
+    shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+    on = "continue it with --resume_from_checkpoint last, replace" if complete else "replace"
+    raise ConfigError(
+        f"output_dir {output_dir} holds a previous run ({shown}); {on} it with --overwrite_output_dir true, or "
+        "choose another --output_dir"
+    )
+
+
+def latest_complete_checkpoint(output_dir: str | Path, clean: bool = True) -> Path | None:
+    """The newest ``checkpoint-N`` folder that a save finished (:func:`is_complete`),
+    or ``None``.
+
+    Newer folders that a kill interrupted mid-save are reported; with ``clean`` their temporary files are
+    deleted and the folder is renamed ``checkpoint-N-incomplete`` (removed if nothing else is in it), so that
+    neither resuming nor the Trainer's checkpoint rotation takes it for a checkpoint.
+    """
+    for ckpt in checkpoint_folders(output_dir):
+        if is_complete(ckpt):
+            return ckpt
+        logger.warning("skipping the incomplete checkpoint %s (a save that did not finish)", ckpt)
+        if clean:
+            for f in [f for f in ckpt.iterdir() if is_temporary(f.name)]:
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
+            if any(ckpt.iterdir()):
+                aside = ckpt.with_name(ckpt.name + "-incomplete")
+                if aside.exists():  # a save of the same step was killed before
+                    shutil.rmtree(aside)
+                ckpt.rename(aside)
+            else:
+                ckpt.rmdir()
+    return None
+
+
+def resume_value(value: str | None, output_dir: str | Path, main_process: bool = True) -> str | None:
+    """``--resume_from_checkpoint`` as the Trainer takes it: ``last``/``latest``/``true`` -> the newest
+    *complete* checkpoint of ``output_dir`` (incomplete ones skipped and, on the main process, cleaned).
+
+    Raises:
+        ConfigError: ``last`` but no complete checkpoint exists.
+    """
+    if value is None or value.lower() not in ("true", "last", "latest"):
+        return value
+    ckpt = latest_complete_checkpoint(output_dir, clean=main_process)
+    if ckpt is None:
+        found = previous_run(output_dir)
+        cut = [name for name in found if INCOMPLETE.match(name) or CHECKPOINT.match(name)]
+        what = f" (only {', '.join(cut)}: saves that a stop cut short)" if cut else ""
+        fresh = (
+            "start it again with the same command plus --overwrite_output_dir true (it holds "
+            f"{', '.join(n for n in found if n in ('model', 'results.json'))} of an earlier run)"
+            if {"model", "results.json"} & set(found)
+            else "start the run from the beginning with the same command without --resume_from_checkpoint"
+        )
+        raise ConfigError(
+            f"--resume_from_checkpoint {value}: no complete checkpoint-N folder in {output_dir}{what}, so there is "
+            f"nothing to resume; {fresh}"
+        )
+    logger.info("resuming from %s", ckpt)
+    return str(ckpt)
+
+
+def kept(training_args: TrainingArguments) -> str:
+    """What a stopped or failed run kept, and how to go on from it (advice only when there is a checkpoint)."""
+    ckpt = latest_complete_checkpoint(training_args.output_dir, clean=False)
+    if ckpt is None:
+        return "no checkpoint was saved yet, so there is nothing to resume"
+    return (
+        f"the last complete checkpoint is {ckpt}: resume with the same command plus --resume_from_checkpoint last "
+        "(without --overwrite_output_dir)"
+    )
+
+
+def apply_save_limit(trainer: Trainer) -> None:
+    """Once the model is exported: ``save_total_limit`` applied to the run's checkpoints as the Trainer applies it
+    at the end of training (which this run postponed: :mod:`~simcse_weince.training.signals`). A limit of 1 with a
+    best checkpoint keeps the best one only; otherwise the newest and the best are kept, then the newest of the
+    others up to the limit."""
+    args, best = trainer.args, trainer.state.best_model_checkpoint
+    limit = args.save_total_limit
+    found = checkpoint_folders(args.output_dir)  # newest first
+    if not args.should_save or not limit or limit <= 0 or not found:
+        return
+    best_name = Path(best).name if best else None
+    protected = {best_name} if limit == 1 and best_name else {found[0].name, best_name} - {None}
+    others = [c for c in found if c.name not in protected]
+    for ckpt in others[max(0, limit - len(protected)) :]:
+        shutil.rmtree(ckpt, ignore_errors=True)

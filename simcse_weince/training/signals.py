@@ -10,7 +10,7 @@ For the whole run (:func:`~simcse_weince.training.run.start_run` installs
   its end-of-training clean-up (with ``save_total_limit: 1``, every checkpoint but the best one) are turned off
   for the stop, so a preempted job loses at most one step. The same holds for the last step's checkpoint: it is
   kept until the model is exported (:func:`~simcse_weince.training.ending.finish_run` then applies the limit,
-  :func:`~simcse_weince.training.run.apply_save_limit`), so that a stop during the export resumes from it;
+  :func:`~simcse_weince.training.run_folder.apply_save_limit`), so that a stop during the export resumes from it;
 * in any other phase (reading and tokenising, loading, exporting, scoring): :class:`Terminated` is raised at
   once, a ``KeyboardInterrupt`` like Ctrl-C, so that every clean-up of an interrupted phase runs; the run then
   ends in one ``stopped:`` line saying what was kept and how to finish.

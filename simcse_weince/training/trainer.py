@@ -43,8 +43,7 @@ from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
 from simcse_weince.training.hub import push_folder, repo_name, trainer_uploads_ignoring
-from simcse_weince.training.run import kept
-from simcse_weince.training.run_folder import LOCAL_ONLY
+from simcse_weince.training.run_folder import LOCAL_ONLY, kept
 from simcse_weince.training.run_record import RunState, save_record
 
 logger = logging.getLogger(__name__)

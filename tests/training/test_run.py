@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from simcse_weince.training.config import ConfigError
-from simcse_weince.training.run import lambda_curve, latest_complete_checkpoint, resume_value
+from simcse_weince.training.run import lambda_curve
+from simcse_weince.training.run_folder import latest_complete_checkpoint, resume_value
 
 
 def _checkpoint(folder: Path, *files: str) -> Path:
