@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -155,6 +156,103 @@ def _chunk_views(out: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor, torch.
     return anchors, positives, negatives
 
 
+@dataclass
+class _Embedded:
+    """Step 1's record of a batch: each chunk's generator state and detached views, and their concatenation."""
+
+    states: list[RngState]  # one per chunk, taken before its forward
+    sizes: list[int]  # b of each chunk
+    anchors: torch.Tensor  # (B, D)
+    positives: torch.Tensor  # (B, D)
+    negatives: torch.Tensor | None  # (k, B, D): the chunks' rows on dim 1; None without negatives
+    three: bool  # whether embed returned negatives (or None) as a third value
+
+
+def _embed_without_grad(embed: Embed, chunks: Sequence[dict[str, Any]], batch_norm: Sequence[nn.Module]) -> _Embedded:
+    """Step (1): embed every chunk without gradient, recording the generators' state before each forward.
+
+    Batch-norm running statistics are left as they were (the replay of step 3 updates them).
+    """
+    states: list[RngState] = []
+    anchors, positives, negatives = [], [], []
+    three = set()  # whether embed returned negatives (or None) as a third value
+    with torch.no_grad(), unchanged_buffers(batch_norm):
+        for chunk in chunks:
+            states.append(RngState(cuda_devices(chunk)))
+            out = embed(chunk)
+            three.add(len(out) == 3)
+            a, p, n = _chunk_views(out)  # (b, D) each; (k, b, D) or None
+            anchors.append(a)
+            positives.append(p)
+            negatives.append(n)
+    kinds = {None if n is None else n.shape[0] for n in negatives}
+    if len(kinds) != 1 or len(three) != 1:
+        raise ValueError(f"every chunk must have the same views; got negative columns {kinds}")
+    return _Embedded(
+        states=states,
+        sizes=[a.shape[0] for a in anchors],
+        anchors=torch.cat(anchors),  # (B, D)
+        positives=torch.cat(positives),
+        negatives=None if negatives[0] is None else torch.cat(negatives, dim=1),  # (k, B, D): rows on dim 1
+        three=three.pop(),
+    )
+
+
+def _loss_and_embedding_grads(
+    loss_fn: LossFn, embedded: _Embedded
+) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]]:
+    """Step (2): the full-batch loss on the detached embeddings and ``G = ∂L/∂Z``, cut back into chunks.
+
+    Returns:
+        ``(loss, cached)``: the 0-d loss, and per chunk ``(G_anchors, G_positives, G_negatives or None)``,
+        (b, D), (b, D) and (k, b, D).
+    """
+    dtype = _loss_dtype(embedded.anchors.dtype)
+    a_leaf = embedded.anchors.detach().to(dtype).requires_grad_()
+    p_leaf = embedded.positives.detach().to(dtype).requires_grad_()
+    with torch.enable_grad():
+        if embedded.negatives is None:
+            loss = loss_fn(a_leaf, p_leaf)
+            grad_a, grad_p = torch.autograd.grad(loss, [a_leaf, p_leaf])  # G = ∂L/∂Z, (B, D) each
+            grad_n = None
+        else:
+            n_leaf = embedded.negatives.detach().to(dtype).requires_grad_()
+            loss = loss_fn(a_leaf, p_leaf, negatives=n_leaf)
+            # k = 0 leaves the negatives out of the graph: their (empty) gradient is materialised as zeros.
+            grad_a, grad_p, grad_n = torch.autograd.grad(
+                loss, [a_leaf, p_leaf, n_leaf], allow_unused=True, materialize_grads=True
+            )
+    sizes = embedded.sizes
+    grads_n = [None] * len(sizes) if grad_n is None else list(grad_n.split(sizes, dim=1))
+    return loss, list(zip(grad_a.split(sizes), grad_p.split(sizes), grads_n, strict=True))
+
+
+def _replay_with_cached_grads(
+    embed: Embed,
+    chunks: Sequence[dict[str, Any]],
+    states: Sequence[RngState],
+    cached: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
+    replay_context: ReplayContext | None,
+) -> Callable[[torch.Tensor], None]:
+    """Step (3), as the loss's backward hook: re-embed each chunk with gradient from its recorded generator
+    state and back-propagate ``grad_output · ⟨f_θ(X_chunk), G_chunk⟩``."""
+    context = replay_context or (lambda last: nullcontext())
+
+    def replay(grad_output: torch.Tensor) -> None:
+        with torch.enable_grad():
+            for i, (chunk, state, (ga, gp, gn)) in enumerate(zip(chunks, states, cached, strict=True)):
+                with context(i == len(chunks) - 1), state.replay():
+                    a, p, n = _chunk_views(embed(chunk))
+                    # ⟨f_θ(X_chunk), G_chunk⟩ in float32: the fp16/bf16 → float32 cast is part of the graph, as
+                    # in the uncached loss, so the scaled gradient meets low precision only at that cast.
+                    surrogate = (a.to(ga.dtype) * ga).sum() + (p.to(gp.dtype) * gp).sum()
+                    if gn is not None:
+                        surrogate = surrogate + (n.to(gn.dtype) * gn).sum()  # every negative column
+                    torch.autograd.backward(surrogate, grad_output.to(surrogate.dtype))
+
+    return replay
+
+
 def cached_contrastive_loss(
     embed: Embed,
     chunks: Sequence[dict[str, Any]],
@@ -188,58 +286,12 @@ def cached_contrastive_loss(
     """
     if not chunks:
         raise ValueError("gradient caching needs at least one chunk")
-    states: list[RngState] = []
-    anchors, positives, negatives = [], [], []
-    three = set()  # whether embed returned negatives (or None) as a third value
-    with torch.no_grad(), unchanged_buffers(batch_norm):
-        for chunk in chunks:
-            states.append(RngState(cuda_devices(chunk)))
-            out = embed(chunk)
-            three.add(len(out) == 3)
-            a, p, n = _chunk_views(out)  # (b, D) each; (k, b, D) or None
-            anchors.append(a)
-            positives.append(p)
-            negatives.append(n)
-    kinds = {None if n is None else n.shape[0] for n in negatives}
-    if len(kinds) != 1 or len(three) != 1:
-        raise ValueError(f"every chunk must have the same views; got negative columns {kinds}")
-    a_all = torch.cat(anchors)  # (B, D)
-    p_all = torch.cat(positives)
-    n_all = None if negatives[0] is None else torch.cat(negatives, dim=1)  # (k, B, D): rows on dim 1
-    dtype = _loss_dtype(a_all.dtype)
-    a_leaf = a_all.detach().to(dtype).requires_grad_()
-    p_leaf = p_all.detach().to(dtype).requires_grad_()
-    with torch.enable_grad():
-        if n_all is None:
-            loss = loss_fn(a_leaf, p_leaf)
-            grad_a, grad_p = torch.autograd.grad(loss, [a_leaf, p_leaf])  # G = ∂L/∂Z, (B, D) each
-            grad_n = None
-        else:
-            n_leaf = n_all.detach().to(dtype).requires_grad_()
-            loss = loss_fn(a_leaf, p_leaf, negatives=n_leaf)
-            # k = 0 leaves the negatives out of the graph: their (empty) gradient is materialised as zeros.
-            grad_a, grad_p, grad_n = torch.autograd.grad(
-                loss, [a_leaf, p_leaf, n_leaf], allow_unused=True, materialize_grads=True
-            )
-    sizes = [a.shape[0] for a in anchors]
-    grads_n = [None] * len(chunks) if grad_n is None else list(grad_n.split(sizes, dim=1))
-    cached = list(zip(grad_a.split(sizes), grad_p.split(sizes), grads_n, strict=True))
-    context = replay_context or (lambda last: nullcontext())
-
-    def replay(grad_output: torch.Tensor) -> None:
-        with torch.enable_grad():
-            for i, (chunk, state, (ga, gp, gn)) in enumerate(zip(chunks, states, cached, strict=True)):
-                with context(i == len(chunks) - 1), state.replay():
-                    a, p, n = _chunk_views(embed(chunk))
-                    # ⟨f_θ(X_chunk), G_chunk⟩ in float32: the fp16/bf16 → float32 cast is part of the graph, as
-                    # in the uncached loss, so the scaled gradient meets low precision only at that cast.
-                    surrogate = (a.to(ga.dtype) * ga).sum() + (p.to(gp.dtype) * gp).sum()
-                    if gn is not None:
-                        surrogate = surrogate + (n.to(gn.dtype) * gn).sum()  # every negative column
-                    torch.autograd.backward(surrogate, grad_output.to(surrogate.dtype))
-
+    embedded = _embed_without_grad(embed, chunks, batch_norm)  # (1) embed without gradients
+    loss, cached = _loss_and_embedding_grads(loss_fn, embedded)  # (2) loss and embedding gradients
     out = loss.detach().requires_grad_()
-    out.register_hook(replay)
-    if three.pop():
+    # (3) replay with the cached gradients, when the caller back-propagates through ``out``
+    out.register_hook(_replay_with_cached_grads(embed, chunks, embedded.states, cached, replay_context))
+    a_all, p_all, n_all = embedded.anchors, embedded.positives, embedded.negatives
+    if embedded.three:
         return out, a_all.detach(), p_all.detach(), None if n_all is None else n_all.detach()
     return out, a_all.detach(), p_all.detach()
