@@ -156,9 +156,6 @@ class EvaluationReport:
     def sts_scores(self) -> dict[str, float]:
         return self.scores("sts")
 
-    def transfer_scores(self) -> dict[str, float]:
-        return self.scores("transfer")
-
     def to_dict(self) -> dict:
         out: dict[str, Any] = {
             "model": self.model,
