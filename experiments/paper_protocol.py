@@ -40,7 +40,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -365,6 +364,7 @@ def evaluate_run(args: argparse.Namespace, folder: Path, groups: dict[str, Any],
             return saved
     import torch
 
+    from simcse_weince.atomic import write_text_atomic
     from simcse_weince.vision.evaluation import extract_features
     from simcse_weince.vision.heldout import heldout_scores
     from simcse_weince.vision.model import load_simclr
@@ -398,9 +398,7 @@ def evaluate_run(args: argparse.Namespace, folder: Path, groups: dict[str, Any],
         for part in ("val", "test")
     }
     result = {"eval_seeds": list(args.eval_seeds), "val_ratio": args.val_ratio, "per_seed": per_seed, "mean": mean}
-    partial = path.with_suffix(".json.tmp")  # written whole, then renamed: a kill never leaves half a file
-    partial.write_text(json.dumps(result, indent=2))
-    os.replace(partial, path)
+    write_text_atomic(path, json.dumps(result, indent=2))  # a kill never leaves half a file
     return result
 
 

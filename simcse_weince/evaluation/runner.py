@@ -8,7 +8,6 @@ task first, runs them in order and keeps the report.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from simcse_weince import strict_json
+from simcse_weince.atomic import write_text_atomic
 from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.families import FAMILIES
 from simcse_weince.evaluation.family import MODES, RunOptions, TaskResult
@@ -316,18 +316,7 @@ def write_report(report: EvaluationReport, output_dir: str | Path) -> tuple[Path
     js, md = report_paths(output_dir, report.mode)
     kept = "the previous version of the report, if any, is whole"
     with writing(js, "the evaluation report", kept=kept):
-        js.parent.mkdir(parents=True, exist_ok=True)
-        _replace(js, strict_json.dumps(report.to_dict(), indent=2))
+        write_text_atomic(js, strict_json.dumps(report.to_dict(), indent=2))
     with writing(md, "the evaluation report", kept=kept):
-        _replace(md, report.markdown() + "\n")
+        write_text_atomic(md, report.markdown() + "\n")
     return js, md
-
-
-def _replace(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

@@ -1,6 +1,6 @@
 """Writing text rows as a file the training reader reads back: CSV (a header row) or Parquet (string columns),
-chosen by the file's suffix; every file is written atomically (a temporary file beside it, then ``os.replace``),
-so a reader or an interrupted run never sees half a file.
+chosen by the file's suffix; every file is written atomically (:func:`~simcse_weince.atomic.atomic_file`: a
+temporary file beside it, then ``os.replace``), so a reader or an interrupted run never sees half a file.
 
 The CSV is Python's ``excel`` dialect, which the reader parses strictly
 (:mod:`~simcse_weince.text.sources.delimited`): a field with a comma, a quote or a line break is quoted, and a
@@ -9,13 +9,11 @@ quote inside is doubled.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import os
-import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from simcse_weince.atomic import atomic_file
 from simcse_weince.file_errors import refuse_folder
 
 ROW_FILE_SUFFIXES = (".csv", ".parquet")
@@ -38,21 +36,6 @@ def check_new_file(path: str | Path, what: str, overwrite: bool, suffixes: Seque
     if path.exists() and not overwrite:
         raise ValueError(f"{what} {path} already exists; pass --overwrite to replace it, or choose another name")
     return path
-
-
-@contextlib.contextmanager
-def atomic_file(path: str | Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` (not created: the writer creates it, with the usual permissions) to
-    write; renamed onto ``path`` when the block ends, removed if it fails. The parent folders are created."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_rows(path: str | Path, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Path:

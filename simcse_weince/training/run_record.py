@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from simcse_weince import strict_json
+from simcse_weince.atomic import write_text_atomic
 from simcse_weince.digests import FILES_KEY, RECORD_FILE, damage, file_digest, folder_digests
 from simcse_weince.losses.topm import TopMConfig
 from simcse_weince.paths import resolve_data_path
@@ -134,10 +134,7 @@ def save_record(folder: str | Path, record: dict[str, Any], with_digests: bool =
     under ``files`` the digests of every other file in ``folder`` with ``with_digests``, else ``null`` (the
     folder's files are not all written yet)."""
     files = folder_digests(folder, exclude=(RECORD,)) if with_digests else None
-    path = Path(folder, RECORD)
-    partial = path.with_name(f"{RECORD}.tmp")
-    partial.write_text(strict_json.dumps({**record, FILES: files}, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(partial, path)
+    write_text_atomic(Path(folder, RECORD), strict_json.dumps({**record, FILES: files}, indent=1, sort_keys=True))
 
 
 class DamagedRecord(ConfigError):
