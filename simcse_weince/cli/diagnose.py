@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ import torch
 import yaml
 
 from simcse_weince import strict_json
-from simcse_weince.cli.errors import run_command
+from simcse_weince.cli.errors import command_main
 from simcse_weince.diagnostics.geometry import alignment, uniformity
 from simcse_weince.diagnostics.link import select_link
 from simcse_weince.diagnostics.plots import plot_lambda, plot_link, plot_stability, plot_tail
@@ -320,8 +319,7 @@ def defaults_warning(source: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
-    return run_command(run, sys.argv[1:] if argv is None else argv)[1]
+    return command_main(run, argv, log_info=True)
 
 
 if __name__ == "__main__":

@@ -4,10 +4,13 @@ Expected errors are the ones a user can fix: a bad setting (``ValueError`` and i
 ``ConfigError``), a missing or unreadable file (``OSError``), a model that cannot be found. A stop (Ctrl-C,
 ``SIGTERM``) ends with exit code 130 and one line saying what was kept (:class:`Stopped`, raised by the command
 once it has kept what it could). Set ``SIMCSE_WEINCE_DEBUG=1`` to get the traceback instead.
+
+Every command's ``main`` is :func:`command_main`: the same frame (arguments, logging, error lines, exit code).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -16,9 +19,10 @@ from typing import Any
 
 from simcse_weince.stopping import Stopped, Terminated, TerminationHandler
 
-__all__ = ["EXIT_STOPPED", "EXIT_USAGE", "Stopped", "cut_long", "one_line", "run_command"]
+__all__ = ["EXIT_STOPPED", "EXIT_USAGE", "Stopped", "command_main", "cut_long", "one_line", "run_command"]
 
 DEBUG_ENV = "SIMCSE_WEINCE_DEBUG"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 EXIT_USAGE = 2
 EXIT_STOPPED = 130  # the shell's code for a process ended by SIGINT
 
@@ -93,6 +97,22 @@ def run_command(run: Callable[[Sequence[str]], Any], argv: Sequence[str]) -> tup
     handled as Ctrl-C is (:class:`~simcse_weince.stopping.TerminationHandler`): the command keeps what it can."""
     with TerminationHandler():
         return _run(run, argv)
+
+
+def command_main(
+    run: Callable[[Sequence[str]], Any],
+    argv: Sequence[str] | None = None,
+    *,
+    log_info: bool = False,
+    exit_code: Callable[[Any], int] | None = None,
+) -> int:
+    """A command's ``main``: ``run`` on ``argv`` (the process's arguments when ``None``) through
+    :func:`run_command`, returning the exit code: the error's or the stop's, else ``exit_code(result)`` (0 without
+    it). ``log_info``: INFO logs to stdout (``logging.basicConfig``), for the commands that report as they go."""
+    if log_info:
+        logging.basicConfig(format=LOG_FORMAT, level=logging.INFO, stream=sys.stdout)
+    result, code = run_command(run, sys.argv[1:] if argv is None else argv)
+    return code or (exit_code(result) if exit_code is not None else 0)
 
 
 def _run(run: Callable[[Sequence[str]], Any], argv: Sequence[str]) -> tuple[Any, int]:

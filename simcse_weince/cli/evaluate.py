@@ -6,14 +6,12 @@ import argparse
 import hashlib
 import importlib.util
 import json
-import logging
 import os
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcse_weince.cli.errors import Stopped, run_command
+from simcse_weince.cli.errors import Stopped, command_main
 from simcse_weince.devices import FORMS as DEVICE_FORMS
 from simcse_weince.devices import check_device
 from simcse_weince.evaluation.retrieval import SEARCHES
@@ -267,8 +265,7 @@ def run(argv: Sequence[str]) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
-    return run_command(run, sys.argv[1:] if argv is None else argv)[1]
+    return command_main(run, argv, log_info=True)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,10 @@ row layout, :mod:`simcse_weince.text.mining_output` for the files written.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from simcse_weince.cli.errors import run_command
+from simcse_weince.cli.errors import command_main
 from simcse_weince.devices import check_device
 from simcse_weince.model_sources import check_model_source
 from simcse_weince.stopping import kept_on_stop
@@ -170,7 +169,7 @@ def report(summary: dict, outputs: MiningOutputs) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(run, sys.argv[1:] if argv is None else argv)[1]
+    return command_main(run, argv)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from simcse_weince import strict_json
-from simcse_weince.cli.errors import run_command
+from simcse_weince.cli.errors import command_main
 from simcse_weince.diagnostics.pot import MIN_EXCEEDANCES
 from simcse_weince.memory import check_memory
 from simcse_weince.simulation.experiments import E2Config, run_e1, run_e2, run_e3
@@ -225,8 +224,7 @@ def run(argv: Sequence[str]) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stdout)
-    return run_command(run, sys.argv[1:] if argv is None else argv)[1]
+    return command_main(run, argv, log_info=True)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,11 @@ touched.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcse_weince.cli.errors import run_command
+from simcse_weince.cli.errors import command_main
 from simcse_weince.paths import resolve_data_path
 from simcse_weince.text.token_cache import CacheInfo, default_cache_root, format_bytes, list_caches, remove_caches
 
@@ -86,7 +85,7 @@ def run(argv: Sequence[str]) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(run, sys.argv[1:] if argv is None else argv)[1]
+    return command_main(run, argv)
 
 
 if __name__ == "__main__":

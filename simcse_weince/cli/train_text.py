@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from transformers import AutoTokenizer, TrainerCallback
 
-from simcse_weince.cli.errors import run_command
+from simcse_weince.cli.errors import command_main
 from simcse_weince.evaluation.sts_data import STSTask, load_sts_task
 from simcse_weince.hardware import warn_if_slow_bf16
 from simcse_weince.model_sources import check_model_source
@@ -188,8 +187,7 @@ def picked_by(results: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None, callbacks: Sequence[TrainerCallback] = ()) -> int:
-    results, code = run_command(lambda a: run(a, callbacks), sys.argv[1:] if argv is None else argv)
-    return code or exit_code(results)
+    return command_main(lambda a: run(a, callbacks), argv, exit_code=exit_code)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,12 @@ table on any machine of the CPU kind.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from transformers import TrainerCallback
 
-from simcse_weince.cli.errors import run_command
+from simcse_weince.cli.errors import command_main
 from simcse_weince.hardware import warn_if_slow_bf16
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
@@ -104,8 +103,7 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
 
 
 def main(argv: Sequence[str] | None = None, callbacks: Sequence[TrainerCallback] = ()) -> int:
-    results, code = run_command(lambda a: run(a, callbacks), sys.argv[1:] if argv is None else argv)
-    return code or exit_code(results)
+    return command_main(lambda a: run(a, callbacks), argv, exit_code=exit_code)
 
 
 if __name__ == "__main__":
