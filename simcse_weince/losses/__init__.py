@@ -1,9 +1,47 @@
-"""Contrastive losses: InfoNCE and WEINCE, in the SimCSE and SimCLR / NT-Xent layouts."""
+"""Contrastive losses: InfoNCE and WEINCE, in the SimCSE and SimCLR / NT-Xent layouts, listed once in
+:data:`LOSSES`.
 
-from simcse_weince.losses.config import TopMConfig, WeinceConfig
-from simcse_weince.losses.infonce import InfoNCELoss
+Adding a loss is one file (a :class:`~simcse_weince.losses.base.ContrastiveLoss` subclass with its ``name``,
+``display_name``, ``Config`` and ``diagnostic_keys``) and one line here: the training arguments, their ``--loss``
+choices and help, the trainer's logged diagnostics, the model cards, ``results.json`` and the run record read
+the registry.
+"""
+
+from simcse_weince.losses.base import ContrastiveLoss, WithTopMTerms
+from simcse_weince.losses.infonce import InfoNCEConfig, InfoNCELoss
 from simcse_weince.losses.layout import ScoreMatrix, score_matrix
 from simcse_weince.losses.stats import AnchorStatistics
-from simcse_weince.losses.weince import WeinceLoss
+from simcse_weince.losses.topm import TopMConfig
+from simcse_weince.losses.weince import WeinceConfig, WeinceLoss
 
-__all__ = ["AnchorStatistics", "InfoNCELoss", "ScoreMatrix", "TopMConfig", "WeinceConfig", "WeinceLoss", "score_matrix"]
+LOSSES: dict[str, type[ContrastiveLoss]] = {cls.name: cls for cls in (InfoNCELoss, WeinceLoss)}
+
+
+def loss_class(name: str) -> type[ContrastiveLoss]:
+    """The registered loss called ``name`` (``ValueError`` naming the choices otherwise)."""
+    if name not in LOSSES:
+        raise ValueError(f"loss must be one of {tuple(LOSSES)}, got {name!r}")
+    return LOSSES[name]
+
+
+def loss_configs() -> list[type]:
+    """Every registered loss's ``Config`` (a class two losses share, once), then :class:`TopMConfig`: the settings
+    a training run's ``loss`` group holds."""
+    return [*dict.fromkeys(cls.Config for cls in LOSSES.values()), TopMConfig]
+
+
+__all__ = [
+    "LOSSES",
+    "AnchorStatistics",
+    "ContrastiveLoss",
+    "InfoNCEConfig",
+    "InfoNCELoss",
+    "ScoreMatrix",
+    "TopMConfig",
+    "WeinceConfig",
+    "WeinceLoss",
+    "WithTopMTerms",
+    "loss_class",
+    "loss_configs",
+    "score_matrix",
+]

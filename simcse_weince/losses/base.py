@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -36,8 +36,19 @@ def check_hard_negative_weight(value: float, layout: str | None = None) -> None:
 
 
 class ContrastiveLoss(nn.Module):
-    r"""Base of :class:`InfoNCELoss` and :class:`WeinceLoss`: temperature, layout, hard-negative weight and
-    device gathering.
+    r"""Base of every registered loss (:data:`~simcse_weince.losses.LOSSES`): temperature, layout, hard-negative
+    weight and device gathering.
+
+    A loss class carries what the rest of the project reads from the registry:
+
+    * ``name`` (the ``--loss`` value) and ``display_name`` (model cards, tables);
+    * ``Config``, a frozen dataclass of its settings whose fields carry their checks and help texts
+      (:func:`~simcse_weince.checks.setting`): the training arguments are generated from it, and
+      :meth:`from_config` builds the loss from one;
+    * ``diagnostic_keys``, the entries of ``last_diagnostics`` the trainer logs, and :meth:`run_summary`, what a
+      run's ``results.json`` says of them;
+    * its ``nn.Parameter`` s, if any: the trainer optimises them in their own parameter group, saves them in every
+      checkpoint and averages their gradients over the processes.
 
     Supervised layout: ``forward(anchors, positives, negatives=...)`` scores each anchor z_i against the
     B×(1+k)B candidates ``[z⁺_1 … z⁺_B | z⁻_{·,1} | … | z⁻_{·,k}]`` (``docs/algorithm.md`` §1; see
@@ -56,12 +67,26 @@ class ContrastiveLoss(nn.Module):
         gather_across_devices: score local anchors against the candidates of all processes.
         hard_negative_weight: SimCSE's w, a finite number (0, SimCSE's default, adds nothing); it acts only
             when ``negatives`` are given, and must be 0 for ``"ntxent"``.
-        terms: the WEINCE authors' extra top-M terms (:mod:`~simcse_weince.losses.topm`; a :class:`TopMConfig` or
-            its fields as a mapping), added to the loss when one of their weights is > 0; ``None`` or zero weights
-            (the default) add nothing. They read the
-            unweighted scores (w never enters them) and, with gathering, the global batch's M hardest negatives
-            and global tail.
+        terms: the WEINCE authors' extra top-M terms (a :class:`~simcse_weince.losses.topm.TopMConfig` or its fields
+            as a mapping; ``topm=`` is the same): a loss built with one whose weights are not all 0 is
+            ``WithTopMTerms(loss, config)`` (:class:`~simcse_weince.losses.topm.WithTopMTerms`, which works around
+            any loss); ``None`` or zero weights (the default) add nothing.
     """
+
+    name: ClassVar[str] = ""
+    display_name: ClassVar[str] = ""
+    Config: ClassVar[type]
+    diagnostic_keys: ClassVar[tuple[str, ...]] = ()
+
+    def __new__(cls, *args: Any, terms: Any = None, topm: Any = None, **kwargs: Any) -> ContrastiveLoss:
+        """``cls(..., terms=TopMConfig(...))`` is ``WithTopMTerms(cls(...), TopMConfig(...))`` (the keyword of
+        the README's snippets)."""
+        config = topm if topm is not None else terms
+        if isinstance(config, Mapping):  # as get_config_dict writes it
+            config = TopMConfig(**config)
+        if config is None or not config.active:
+            return super().__new__(cls)
+        return WithTopMTerms(cls(*args, **kwargs), config)
 
     def __init__(
         self,
@@ -69,8 +94,10 @@ class ContrastiveLoss(nn.Module):
         layout: Layout = "simcse",
         gather_across_devices: bool = False,
         hard_negative_weight: float = 0.0,
-        terms: TopMConfig | Mapping[str, Any] | None = None,
+        terms: Any = None,
+        topm: Any = None,
     ) -> None:
+        # terms / topm were taken by __new__ (no weight > 0 when this runs)
         super().__init__()
         check_positive("temperature", temperature)
         validate_layout(layout)
@@ -79,11 +106,29 @@ class ContrastiveLoss(nn.Module):
         self.layout = layout
         self.gather_across_devices = bool(gather_across_devices)
         self._hard_negative_weight = float(hard_negative_weight)
-        if isinstance(terms, Mapping):  # as get_config_dict writes it
-            terms = TopMConfig(**terms)
-        self.terms = TopMTerms(terms) if terms is not None and terms.active else None
         # Detached per-batch diagnostics of the last forward (tensors; reading them is the caller's sync).
         self.last_diagnostics: dict[str, torch.Tensor] = {}
+
+    @classmethod
+    def from_config(cls, config: Any, **common: Any) -> ContrastiveLoss:
+        """The loss with the settings of ``config`` (a ``cls.Config``) and the ``common`` arguments
+        (``layout``, ``gather_across_devices``, ``hard_negative_weight``)."""
+        return cls(**{f: getattr(config, f) for f in config.__dataclass_fields__}, **common)
+
+    @classmethod
+    def run_summary(cls, log_history: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """What a run's ``results.json`` reports of this loss's logged diagnostics (none by default)."""
+        return {}
+
+    def histograms(self) -> dict[str, torch.Tensor]:
+        """Per-anchor tensors of the last batch to plot as histograms (TensorBoard name -> tensor); none by
+        default."""
+        return {}
+
+    @property
+    def logged_keys(self) -> tuple[str, ...]:
+        """The entries of ``last_diagnostics`` the trainer logs (the class's ``diagnostic_keys``)."""
+        return type(self).diagnostic_keys
 
     @property
     def temperature(self) -> float:
@@ -135,12 +180,7 @@ class ContrastiveLoss(nn.Module):
         )  # fmt: skip
         self.last_diagnostics = {}  # this batch's only
         with torch.autocast(lay.scores.device.type, enabled=False):
-            loss = self.loss_from_scores(lay)
-            if self.terms is not None:
-                extra, diagnostics = self.terms(lay, self.temperature)
-                loss = loss + extra
-                self.last_diagnostics = {**self.last_diagnostics, **diagnostics}
-            return loss
+            return self.loss_from_scores(lay)
 
     def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
         """The loss from a batch's float32 :class:`ScoreMatrix` (subclasses)."""
@@ -155,9 +195,79 @@ class ContrastiveLoss(nn.Module):
         # Only when set: w = 0 (SimCSE's default) leaves the unsupervised configurations and cards as they were.
         if self.hard_negative_weight:
             out["hard_negative_weight"] = self.hard_negative_weight
-        if self.terms is not None:  # likewise only when a term is on; the constructor takes it back
-            out["terms"] = dataclasses.asdict(self.terms.config)
         return out
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.get_config_dict().items())
+
+
+class WithTopMTerms(ContrastiveLoss):
+    r"""Any loss plus the WEINCE authors' two extra top-M terms (:mod:`~simcse_weince.losses.topm`, which states
+    their math): ``L = L_main + w_sm·L_sm^(M) + w_wb·L_wb^(M)``.
+
+    The terms read the batch's unweighted scores (SimCSE's w never enters them) and, with gathering, the global
+    batch's M hardest negatives and global tail. The wrapper has the wrapped loss's name, settings, layout and
+    temperature; its ``state_dict`` adds the Weibit term's running β_t (``topm.beta_t``).
+
+    Example:
+        >>> loss = WithTopMTerms(WeinceLoss(temperature=0.5, layout="ntxent"), TopMConfig(topm_weibit_weight=0.5))
+    """
+
+    diagnostic_keys: ClassVar[tuple[str, ...]] = (
+        "topm_softmax_loss", "topm_weibit_loss", "topm_beta", "topm_beta_hat", "topm_r2",
+    )  # fmt: skip
+
+    def __init__(self, loss: ContrastiveLoss, config: TopMConfig | Mapping[str, Any]) -> None:
+        nn.Module.__init__(self)  # the settings are the wrapped loss's
+        if isinstance(config, Mapping):
+            config = TopMConfig(**config)
+        self.loss = loss
+        self.topm = TopMTerms(config)
+        self.last_diagnostics: dict[str, torch.Tensor] = {}
+
+    # the wrapped loss's identity and settings
+    name = property(lambda self: self.loss.name)  # type: ignore[assignment]
+    display_name = property(lambda self: self.loss.display_name)  # type: ignore[assignment]
+    Config = property(lambda self: self.loss.Config)  # type: ignore[assignment]
+    temperature = property(lambda self: self.loss.temperature)  # type: ignore[assignment]
+    layout = property(lambda self: self.loss.layout)  # type: ignore[assignment]
+    gather_across_devices = property(lambda self: self.loss.gather_across_devices)  # type: ignore[assignment]
+    hard_negative_weight = property(lambda self: self.loss.hard_negative_weight)  # type: ignore[assignment]
+    citation = property(lambda self: self.loss.citation)  # type: ignore[assignment]
+
+    @property
+    def logged_keys(self) -> tuple[str, ...]:
+        """The wrapped loss's diagnostics and the terms'."""
+        return (*self.loss.diagnostic_keys, *type(self).diagnostic_keys)
+
+    def run_summary(self, log_history: Sequence[dict[str, Any]]) -> dict[str, Any]:  # type: ignore[override]
+        return self.loss.run_summary(log_history)
+
+    def histograms(self) -> dict[str, torch.Tensor]:
+        return self.loss.histograms()
+
+    def __getattr__(self, name: str) -> Any:
+        """Anything else the wrapped loss has (``statistics``, ``config``, ``last_statistics``, ...)."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            inner = self.__dict__.get("_modules", {}).get("loss")
+            if inner is None:
+                raise
+            return getattr(inner, name)
+
+    def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
+        self.loss.last_diagnostics = {}
+        main = self.loss.loss_from_scores(lay)
+        extra, diagnostics = self.topm(lay, self.temperature)
+        self.last_diagnostics = {**self.loss.last_diagnostics, **diagnostics}
+        return main + extra
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {**self.loss.get_config_dict(), "topm": dataclasses.asdict(self.topm.config)}
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        # checkpoints written before the wrapper name the terms' buffer ``terms.beta_t``
+        for key in [k for k in state_dict if k.startswith(f"{prefix}terms.")]:
+            state_dict[f"{prefix}topm.{key[len(prefix) + 6 :]}"] = state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, *args)

@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import field
+
 import torch
 
+from simcse_weince import checks
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
+
+
+@dataclasses.dataclass(frozen=True)
+class InfoNCEConfig:
+    """The settings of InfoNCE: the temperature alone (the same field, default and check as WEINCE's)."""
+
+    temperature: float = field(
+        default=0.05, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities.")
+    )
+
+    def __post_init__(self) -> None:
+        checks.check_fields(self)
 
 
 class InfoNCELoss(ContrastiveLoss):
@@ -30,6 +46,10 @@ class InfoNCELoss(ContrastiveLoss):
         >>> supervised = InfoNCELoss(temperature=0.05, hard_negative_weight=1.0)
         >>> value = supervised(torch.randn(8, 16), torch.randn(8, 16), negatives=torch.randn(1, 8, 16))
     """
+
+    name = "infonce"
+    display_name = "InfoNCE"
+    Config = InfoNCEConfig
 
     def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
         return masked_cross_entropy(lay.scores / self.temperature, lay, self.hard_negative_weight)

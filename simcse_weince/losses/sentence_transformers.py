@@ -17,9 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses import LOSSES, ContrastiveLoss, loss_class
 from simcse_weince.losses.duplicates import sentence_keys, supervised_duplicate_mask
-from simcse_weince.losses.weince import WeinceLoss
 
 
 def _embed(model: nn.Module, features: list[dict[str, Any]]) -> list[torch.Tensor]:
@@ -38,11 +37,13 @@ class SentenceTransformerContrastiveLoss(nn.Module):
 
     Args:
         model: the ``SentenceTransformer`` being trained.
-        loss: the embedding-level loss (default: ``WeinceLoss(**loss_kwargs)``).
+        loss: the embedding-level loss module, or the name of a registered loss
+            (:data:`~simcse_weince.losses.LOSSES`: ``"weince"``, the default, or ``"infonce"``) built with
+            ``loss_kwargs``.
         mask_duplicates: a candidate (in any column) that is the anchor's sentence or its positive's
             sentence is not a negative of that anchor
             (:func:`~simcse_weince.losses.duplicates.supervised_duplicate_mask`).
-        **loss_kwargs: arguments of :class:`WeinceLoss` when ``loss`` is not given.
+        **loss_kwargs: arguments of the named loss's class (``loss`` a name).
 
     Raises:
         ValueError: if the data set has fewer than two text columns.
@@ -53,13 +54,17 @@ class SentenceTransformerContrastiveLoss(nn.Module):
     """
 
     def __init__(
-        self, model: nn.Module, loss: ContrastiveLoss | None = None, mask_duplicates: bool = True, **loss_kwargs: Any
+        self,
+        model: nn.Module,
+        loss: ContrastiveLoss | str | None = None,
+        mask_duplicates: bool = True,
+        **loss_kwargs: Any,
     ) -> None:
         super().__init__()
-        if loss is not None and loss_kwargs:
-            raise ValueError(f"pass either a loss module or WeinceLoss keyword arguments, not both: {loss_kwargs}")
+        if isinstance(loss, nn.Module) and loss_kwargs:
+            raise ValueError(f"pass either a loss module or its keyword arguments, not both: {loss_kwargs}")
         self.model = model
-        self.loss = loss if loss is not None else WeinceLoss(**loss_kwargs)
+        self.loss = loss if isinstance(loss, nn.Module) else loss_class(loss or "weince")(**loss_kwargs)
         if self.loss.layout != "simcse":
             raise ValueError(f"the sentence-transformers adapter needs layout='simcse', got {self.loss.layout!r}")
         self.mask_duplicates = mask_duplicates
@@ -80,7 +85,7 @@ class SentenceTransformerContrastiveLoss(nn.Module):
 
     def get_config_dict(self) -> dict[str, Any]:
         return {
-            "loss": type(self.loss).__name__,
+            "loss": LOSSES.get(self.loss.name, type(self.loss)).__name__,  # the class, also under a wrapper
             "mask_duplicates": self.mask_duplicates,
             **self.loss.get_config_dict(),
         }

@@ -21,11 +21,12 @@ vectorised statistics match a plain per-anchor reference to round-off.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from simcse_weince.losses.config import WeinceConfig
+if TYPE_CHECKING:
+    from simcse_weince.losses.weince import WeinceConfig
 
 # Added to the SSE of a wrong-signed fit so that it loses the AIC comparison (``docs/algorithm.md`` §3b).
 WRONG_SIGN_PENALTY = 1e6

@@ -24,24 +24,133 @@ is ``beta_init``. Without ``auto`` β_t is ``beta_init`` throughout. The fit is 
 trained), in float64, and runs only in a forward with gradient enabled (a training step); an evaluation uses the
 current β_t and leaves it.
 
-:class:`~simcse_weince.losses.config.TopMConfig` owns the knobs (default, range, help text), as
-:class:`~simcse_weince.losses.config.WeinceConfig` does WEINCE's; the training arguments are generated from both.
+:class:`TopMConfig` owns the knobs (default, range, help text), as :class:`~simcse_weince.losses.weince.WeinceConfig`
+does WEINCE's; the training arguments are generated from both. :class:`~simcse_weince.losses.base.WithTopMTerms`
+adds the terms to any loss.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import field
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simcse_weince.losses.config import TopMConfig
+from simcse_weince import checks
 from simcse_weince.losses.distributed import all_gather_no_grad, rank_and_world_size
 from simcse_weince.losses.layout import ScoreMatrix
 from simcse_weince.losses.logits import shortfall
 from simcse_weince.losses.stats import burn_size, ols_slope_and_sse
+
+
+def _real_and(check: checks.Check) -> checks.Check:
+    """A number (not a bool, not a string) that ``check`` accepts (the top-M knobs come from YAML mappings)."""
+    return checks.all_of(checks.real, check)
+
+
+_WEIGHT = checks.non_negative(" (0 = off)")
+_COUNT = _real_and(checks.integer_at_least(1))
+_TOPM_CLAMP = _real_and(
+    checks.ordered("topm_beta_min", "topm_beta_max", "topm_beta_min and topm_beta_max", bounded=True)
+)
+_FRACTION = _real_and(checks.within(0, 1, open_low=True))
+_MOMENTUM = _real_and(checks.within(0, 1, open_high=True))
+_UNIT = _real_and(checks.within(0, 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class TopMConfig:
+    r"""The knobs of the WEINCE authors' two extra top-M terms (:mod:`~simcse_weince.losses.topm`, which states
+    their math), validated at construction (``ValueError`` naming the value and its range).
+
+    Every field is prefixed ``topm_`` so that this config and :class:`WeinceConfig` never share a name. The
+    defaults are the authors' settings of the paper's runs, except the two weights, which are 0 (off).
+
+    Attributes:
+        topm_softmax_weight: w_sm ≥ 0 of the top-M softmax cross-entropy (the authors' ``pl_lambda``); 0 = off.
+        topm_softmax_m: M of that term (``pl_top_m``), an integer ≥ 1 (at most the anchor's negatives are used).
+        topm_weibit_weight: w_wb ≥ 0 of the top-M Weibit cross-entropy (``weib_lambda``); 0 = off.
+        topm_weibit_m: M of that term (``weib_top_m``).
+        topm_beta_auto: β_t from the global tail fit with the R² gate and the running mean (``auto_weib_beta``);
+            false = ``topm_beta_init`` throughout.
+        topm_beta_init: the first (or fixed) β_t > 0 (``weib_beta``).
+        topm_beta_min: lower clamp of β̂ before the running mean.
+        topm_beta_max: upper clamp of β̂.
+        topm_tail_frac: share of all the batch's negatives in the global tail, in (0, 1] (``tail_frac``).
+        topm_min_tail_points: lower bound on the global tail size (``min_tail_points``).
+        topm_beta_momentum: m of the running mean, in [0, 1) (``beta_ema_momentum``).
+        topm_r2_min: the R² a fit needs to move β_t, in [0, 1] (``r2_min``).
+
+    Example:
+        >>> TopMConfig(topm_softmax_weight=0.5, topm_weibit_weight=0.5).active
+        True
+        >>> TopMConfig().active  # the default: no extra term
+        False
+    """
+
+    topm_softmax_weight: float = field(
+        default=0.0,
+        metadata=checks.setting(_WEIGHT, "Weight of the top-M softmax cross-entropy (authors' pl_lambda); 0 = off."),
+    )
+    topm_softmax_m: int = field(
+        default=50,
+        metadata=checks.setting(_COUNT, "M of the top-M softmax term: the M hardest negatives of each anchor."),
+    )
+    topm_weibit_weight: float = field(
+        default=0.0,
+        metadata=checks.setting(_WEIGHT, "Weight of the top-M Weibit cross-entropy (authors' weib_lambda); 0 = off."),
+    )
+    topm_weibit_m: int = field(
+        default=50,
+        metadata=checks.setting(_COUNT, "M of the top-M Weibit term: the M hardest negatives of each anchor."),
+    )
+    topm_beta_auto: bool = field(
+        default=True,
+        metadata=checks.setting(
+            checks.boolean,
+            "Weibit term's β from the batch's global tail fit (R² gate, running mean); false = beta_init.",
+        ),
+    )
+    topm_beta_init: float = field(
+        default=4.0,
+        metadata=checks.setting(checks.positive_finite, "First (or, without auto, fixed) β of the Weibit term, > 0."),
+    )
+    topm_beta_min: float = field(
+        default=0.5, metadata=checks.setting(_TOPM_CLAMP, "Lower clamp of the Weibit term's β̂, > 0.")
+    )
+    topm_beta_max: float = field(
+        default=16.0, metadata=checks.setting(_TOPM_CLAMP, "Upper clamp of the Weibit term's β̂.")
+    )
+    topm_tail_frac: float = field(
+        default=0.05,
+        metadata=checks.setting(
+            _FRACTION,
+            "Share of all the batch's negatives in the global tail, in (0, 1].",
+        ),
+    )
+    topm_min_tail_points: int = field(
+        default=1024, metadata=checks.setting(_COUNT, "Lower bound (>= 1) on the size of the global tail.")
+    )
+    topm_beta_momentum: float = field(
+        default=0.9,
+        metadata=checks.setting(_MOMENTUM, "Momentum m of the Weibit term's running β, in [0, 1)."),
+    )
+    topm_r2_min: float = field(
+        default=0.85, metadata=checks.setting(_UNIT, "R² a tail fit needs to move β, in [0, 1].")
+    )
+
+    def __post_init__(self) -> None:
+        checks.check_fields(self)
+
+    @property
+    def active(self) -> bool:
+        """Whether any term has a weight (a config without one adds nothing and is left out of cards)."""
+        return self.topm_softmax_weight > 0 or self.topm_weibit_weight > 0
+
 
 EPS = 1e-6  # the shortfall floor and the score cap 1 − ε of the Weibit logits (the authors' eps)
 MIN_TAIL = 10  # fewer tail points than this: no fit, β_t is kept (the authors' guard)

@@ -4,19 +4,137 @@ for InfoNCE", ICML 2026, arXiv 2606.00262)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import field
+from typing import Any, Literal, get_args
 
 import torch
 
+from simcse_weince import checks
 from simcse_weince.losses.base import ContrastiveLoss
-from simcse_weince.losses.config import BETA_MODES, WeinceConfig
 from simcse_weince.losses.distributed import all_gather_no_grad
 from simcse_weince.losses.layout import Layout, ScoreMatrix, masked_cross_entropy
 from simcse_weince.losses.logits import weince_logits
 from simcse_weince.losses.stats import AnchorStatistics, anchor_statistics
 from simcse_weince.losses.topm import TopMConfig
 
-__all__ = ["BETA_MODES", "WeinceLoss", "diagnostics"]
+__all__ = ["BETA_MODES", "WeinceConfig", "WeinceLoss", "diagnostics"]
+
+BetaMode = Literal["unit", "ols", "hill"]
+BETA_MODES: tuple[str, ...] = get_args(BetaMode)
+
+_unit_interval = checks.within(0, 1)
+_integer_at_least_one = checks.integer_at_least(1)
+_HALF_OPEN_UNIT = checks.within(0, 1, open_low=True)
+_EPS_RANGE = checks.within(0, 0.1, open_low=True)
+# beta_min and beta_max are one constraint on the pair, reported under the loss's historic name.
+_BETA_CLAMP = checks.ordered("beta_min", "beta_max", "beta_clamp")
+
+
+@dataclasses.dataclass(frozen=True)
+class WeinceConfig:
+    r"""The settings of WEINCE, validated at construction (``ValueError`` naming the value and its range).
+
+    The loss blends, per anchor i, the InfoNCE logit with an endpoint "shortfall" logit:
+    ``ℓ_ij = (1 − λ_i)·s_ij/τ + λ_i·(−β_i·log(1 − s_ij))``, with the mixing weight
+    ``λ_i = σ(κ_ρ·(log ρ_0 − log ρ_i)) · σ(κ_aic·(ΔAIC_i − m))`` computed from the anchor's tail of hardest
+    negatives (the full statement is in :class:`~simcse_weince.losses.weince.WeinceLoss`). The knobs:
+
+    Attributes:
+        temperature: τ > 0 dividing the cosine similarities.
+        beta_mode: β_i of the shortfall logit: ``"unit"`` (β = 1, the authors' released code), ``"ols"`` (the
+            clamped Weibull-line slope, the paper's formula) or ``"hill"`` (a clamped Hill estimate).
+        beta_min: lower clamp of β̂, with 0 < beta_min ≤ beta_max.
+        beta_max: upper clamp of β̂.
+        min_tail_points: lower bound on the tail size ``k_tail = clip(max(min_tail_points, round(tail_frac·K)),
+            10, K)`` over an anchor's K negatives; an integer ≥ 1.
+        tail_frac: fraction of the K negatives in the tail, in (0, 1].
+        burn: leading tail points dropped before the fits, an integer ≥ 0; ``None`` = ``max(1, k_tail // 20)``.
+        q: quantile of the hardness ρ over all anchors of the global batch that defines ρ_0, in [0, 1].
+        kappa_rho: slope κ_ρ > 0 of the hardness gate ``σ(κ_ρ·(log ρ_0 − log ρ_i))``.
+        kappa_aic: slope κ_aic > 0 of the tail-shape gate ``σ(κ_aic·(ΔAIC_i − m))``.
+        margin: ΔAIC margin m of the tail-shape gate, any finite number.
+        eps: floor of the shortfall ``δ = max(1 − s, eps)`` and clamp ``s ≤ 1 − eps`` inside the log, in
+            (0, 0.1].
+        fixed_lambda: ``None`` (λ_i from the statistics) or a value in [0, 1] used as λ_i for every anchor
+            (ablations; 0 is InfoNCE); the statistics are still computed and reported.
+
+    The defaults, each written once in its field below, are the paper's (SimCSE's τ for the temperature).
+
+    Example:
+        >>> cfg = WeinceConfig(beta_mode="hill", q=0.3)
+        >>> dataclasses.replace(cfg, kappa_rho=20.0).kappa_rho
+        20.0
+    """
+
+    temperature: float = field(
+        default=0.05, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities.")
+    )
+    beta_mode: BetaMode = field(
+        default="ols",
+        metadata=checks.setting(
+            checks.one_of(BETA_MODES),
+            "β_i of the shortfall logit: unit (β = 1, the released code), ols (clamped Weibull-line slope, the "
+            "paper) or hill (clamped Hill estimate).",
+        ),
+    )
+    beta_min: float = field(
+        default=0.5, metadata=checks.setting(_BETA_CLAMP, "Lower clamp of β̂ (ols, hill): 0 < beta_min <= beta_max.")
+    )
+    beta_max: float = field(
+        default=16.0, metadata=checks.setting(_BETA_CLAMP, "Upper clamp of β̂ (ols, hill): beta_max >= beta_min.")
+    )
+    min_tail_points: int = field(
+        default=32,
+        metadata=checks.setting(
+            _integer_at_least_one, "Lower bound (>= 1) on the tail size; the tail also has at least 10 points."
+        ),
+    )
+    tail_frac: float = field(
+        default=0.10,
+        metadata=checks.setting(_HALF_OPEN_UNIT, "Fraction of an anchor's negatives in its tail, in (0, 1]."),
+    )
+    burn: int | None = field(
+        default=None,
+        metadata=checks.setting(
+            checks.optional(checks.integer_at_least(0), "None (automatic)"),
+            "Leading tail points dropped before the fits, >= 0; None = automatic, max(1, k_tail // 20).",
+        ),
+    )
+    q: float = field(
+        default=0.2,
+        metadata=checks.setting(
+            _unit_interval, "Quantile of the hardness ρ over the global batch that defines ρ_0, in [0, 1]."
+        ),
+    )
+    kappa_rho: float = field(
+        default=10.0, metadata=checks.setting(checks.positive, "Slope κ_ρ > 0 of the hardness gate of λ.")
+    )
+    kappa_aic: float = field(
+        default=1.0, metadata=checks.setting(checks.positive, "Slope κ_aic > 0 of the tail-shape (ΔAIC) gate of λ.")
+    )
+    margin: float = field(
+        default=2.0, metadata=checks.setting(checks.finite, "ΔAIC margin m of the tail-shape gate (a finite number).")
+    )
+    eps: float = field(
+        default=1e-6,
+        metadata=checks.setting(_EPS_RANGE, "Shortfall floor and clamp of the scores below 1, in (0, 0.1]."),
+    )
+    fixed_lambda: float | None = field(
+        default=None,
+        metadata=checks.setting(
+            checks.optional(_unit_interval),
+            "A λ in [0, 1] used for every anchor instead of the statistics' (ablation; 0 is InfoNCE); None = off.",
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        checks.check_fields(self)
+
+    @property
+    def beta_clamp(self) -> tuple[float, float]:
+        """``(beta_min, beta_max)``."""
+        return (self.beta_min, self.beta_max)
 
 
 class WeinceLoss(ContrastiveLoss):
@@ -65,7 +183,7 @@ class WeinceLoss(ContrastiveLoss):
     Args:
         temperature: τ > 0; overrides ``config.temperature`` when given.
         layout: ``"simcse"`` (B×B, or B×(1+k)B with ``negatives``) or ``"ntxent"`` (2N views).
-        config: the knobs (:class:`~simcse_weince.losses.config.WeinceConfig`, which documents each one's
+        config: the knobs (:class:`WeinceConfig`, which documents each one's
             meaning, default and range); ``None`` = ``WeinceConfig()``.
         gather_across_devices: score local anchors against all processes' candidates (every candidate block,
             hard negatives included); every statistic, ρ_0 included, then equals the single-process value on
@@ -93,6 +211,11 @@ class WeinceLoss(ContrastiveLoss):
         >>> value = supervised(torch.randn(64, 32), torch.randn(64, 32), negatives=[torch.randn(64, 32)])
     """
 
+    name = "weince"
+    display_name = "WEINCE"
+    Config = WeinceConfig
+    diagnostic_keys = ("lambda_mean", "lambda_frac_gt_half", "beta_mean", "rho_mean", "delta_aic_mean")
+
     def __init__(
         self,
         temperature: float | None = None,
@@ -103,8 +226,10 @@ class WeinceLoss(ContrastiveLoss):
         hard_negative_weight: float = 0.0,
         beta_clamp: tuple[float, float] | None = None,
         terms: TopMConfig | dict[str, Any] | None = None,
+        topm: TopMConfig | dict[str, Any] | None = None,
         **knobs: Any,
     ) -> None:
+        # terms / topm were taken by ContrastiveLoss.__new__ (a loss with an active one is WithTopMTerms)
         if temperature is not None:
             knobs["temperature"] = temperature
         if beta_clamp is not None:
@@ -112,9 +237,35 @@ class WeinceLoss(ContrastiveLoss):
                 raise TypeError("give beta_clamp or beta_min / beta_max, not both")
             knobs["beta_min"], knobs["beta_max"] = beta_clamp
         config = dataclasses.replace(config or WeinceConfig(), **knobs)  # validates; unknown knob: TypeError
-        super().__init__(config.temperature, layout, gather_across_devices, hard_negative_weight, terms)
+        super().__init__(config.temperature, layout, gather_across_devices, hard_negative_weight)
         self._config = config
         self.last_statistics: AnchorStatistics | None = None
+
+    @classmethod
+    def from_config(cls, config: WeinceConfig, **common: Any) -> WeinceLoss:
+        return cls(config=config, **common)
+
+    @classmethod
+    def run_summary(cls, log_history: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The run's λ curve (step, mean λ of the log) and the means over the training logs of λ, the share of
+        λ > 0.5, ΔAIC, ρ and β (``None`` where no log carries them)."""
+        curve = [(e["step"], e["lambda_mean"]) for e in log_history if "lambda_mean" in e]
+
+        def mean(key: str) -> float | None:
+            values = [e[key] for e in log_history if key in e]
+            return sum(values) / len(values) if values else None
+
+        return {
+            "mean_lambda": sum(v for _, v in curve) / len(curve) if curve else None,
+            "mean_lambda_frac_gt_half": mean("lambda_frac_gt_half"),
+            "lambda_curve": curve,
+            **{f"mean_{key}": mean(f"{key}_mean") for key in ("delta_aic", "rho", "beta")},
+        }
+
+    def histograms(self) -> dict[str, torch.Tensor]:
+        """λ and β of the last batch's anchors."""
+        stats = self.last_statistics
+        return {} if stats is None else {"weince/lambda": stats.lam, "weince/beta": stats.beta}
 
     @property
     def config(self) -> WeinceConfig:

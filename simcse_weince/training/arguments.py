@@ -3,8 +3,9 @@
 Every field is checked when the configuration is parsed (``__post_init__``), so an invalid value stops the
 run before any model or data is loaded: choices are ``Literal`` types (``--help`` lists them, argparse
 rejects others on the command line) and are checked again for values that come from a YAML file, and the
-WEINCE knobs' ranges are checked by :class:`~simcse_weince.losses.config.WeinceConfig`, which also owns
-their defaults and help texts (``LossArguments`` is generated from its fields).
+loss knobs' ranges are checked by the registered losses' configs (``Config`` of each class in
+:data:`~simcse_weince.losses.LOSSES`) and :class:`~simcse_weince.losses.topm.TopMConfig`, which also own their
+defaults and help texts (``LossArguments`` is generated from their fields).
 """
 
 from __future__ import annotations
@@ -16,15 +17,16 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 import torch
 from transformers import TrainingArguments
 
-from simcse_weince.losses import InfoNCELoss, WeinceLoss
+from simcse_weince import checks
+from simcse_weince.losses import LOSSES, ContrastiveLoss, WithTopMTerms, loss_configs
 from simcse_weince.losses.base import check_hard_negative_weight
-from simcse_weince.losses.config import BetaMode as BetaMode  # re-exported: the CLIs' choices of beta_mode
-from simcse_weince.losses.config import WeinceConfig
 from simcse_weince.losses.layout import Layout
 from simcse_weince.losses.topm import TopMConfig
+from simcse_weince.losses.weince import BetaMode as BetaMode  # re-exported: the CLIs' choices of beta_mode
+from simcse_weince.losses.weince import WeinceConfig
 from simcse_weince.training.hub import check_repo_id, repo_name
 
-LossName = Literal["weince", "infonce"]
+LossName = Literal[tuple(LOSSES)]  # type: ignore[valid-type]  # the registry's names: --help lists them
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
 
 
@@ -41,53 +43,62 @@ def check_at_least(name: str, value: float | None, minimum: float) -> None:
 
 
 class _LossArgumentsMethods:
-    """The behaviour of :data:`LossArguments`; its fields are generated from :class:`WeinceConfig` below."""
+    """The behaviour of :data:`LossArguments`; its fields are generated from the registered losses' configs."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
             if get_origin(f.type) is Literal:  # loss, beta_mode: also for values that come from a YAML file
                 check_choice(f.name, getattr(self, f.name), f.type)
-        # The WEINCE knobs' ranges, also for loss: infonce (a typo must not pass silently because it is unused).
-        self.weince_config()
-        self.terms_config()  # the extra terms' ranges, likewise
+        # Every loss's knobs are checked, also those the chosen loss does not read (a typo in a WEINCE knob must
+        # not pass silently because the run uses InfoNCE); and the extra terms' ranges, likewise.
+        for config in loss_configs():
+            self.config_of(config)
         # Finite, checked here at parse time; 0 for a layout without hard negatives, checked by the loss in build().
         check_hard_negative_weight(self.hard_negative_weight)
 
+    def config_of(self, config: type) -> Any:
+        """The ``config`` dataclass with these arguments' values of its fields."""
+        return config(**{f.name: getattr(self, f.name) for f in fields(config)})
+
     def weince_config(self) -> WeinceConfig:
         """The WEINCE knobs of these arguments (every :class:`WeinceConfig` field, under its own name)."""
-        return WeinceConfig(**{f.name: getattr(self, f.name) for f in fields(WeinceConfig)})
+        return self.config_of(WeinceConfig)
 
     def terms_config(self) -> TopMConfig:
         """The extra top-M terms' knobs of these arguments (every :class:`TopMConfig` field, under its own name)."""
-        return TopMConfig(**{f.name: getattr(self, f.name) for f in fields(TopMConfig)})
+        return self.config_of(TopMConfig)
 
-    def build(self, layout: Layout = "simcse") -> InfoNCELoss | WeinceLoss:
-        """The loss module, with these knobs, ``layout`` and ``gather_across_devices``."""
-        config = self.weince_config()
-        common = dict(
+    def build(self, layout: Layout = "simcse") -> ContrastiveLoss:
+        """The chosen loss (``LOSSES[loss]`` from its ``Config``) with ``layout`` and ``gather_across_devices``,
+        wrapped with the top-M terms when one of their weights is > 0."""
+        cls = LOSSES[self.loss]
+        loss = cls.from_config(
+            self.config_of(cls.Config),
             layout=layout,
             gather_across_devices=self.gather_across_devices,
             hard_negative_weight=self.hard_negative_weight,  # the loss checks it against the layout
-            terms=self.terms_config(),  # nothing unless a weight is > 0
         )
-        if self.loss == "infonce":
-            return InfoNCELoss(config.temperature, **common)
-        return WeinceLoss(config=config, **common)
+        terms = self.terms_config()
+        return WithTopMTerms(loss, terms) if terms.active else loss
 
 
 def _loss_argument_fields() -> list[tuple[str, Any, Any]]:
-    """``loss``, then every :class:`WeinceConfig` and :class:`TopMConfig` field (its real type, default and help
-    text; the range checks stay in those configs), then the switches that are not loss knobs."""
-    knobs = []
-    for config in (WeinceConfig, TopMConfig):
+    """``loss``, then every field of the registered losses' configs and of :class:`TopMConfig` (its real type,
+    default and help text; the range checks stay in those configs; a field two losses share, such as
+    ``temperature``, once), then the switches that are not loss knobs."""
+    knobs: dict[str, tuple[str, Any, Any]] = {}
+    for config in loss_configs():
         hints = get_type_hints(config)  # real types, so that HfArgumentParser sees Literal / int | None
-        knobs += [
-            (f.name, hints[f.name], field(default=f.default, metadata={"help": f.metadata["help"]}))
-            for f in fields(config)
-        ]
+        for f in fields(config):
+            if f.name in knobs:  # one setting of two losses: it must mean the same in both
+                if knobs[f.name][2].default != f.default or knobs[f.name][1] != hints[f.name]:
+                    raise TypeError(f"{config.__name__}.{f.name} differs from another loss's field of that name")
+                continue
+            knobs[f.name] = (f.name, hints[f.name], field(default=f.default, metadata={"help": f.metadata["help"]}))
+    names = " | ".join(f"{name} ({cls.display_name})" for name, cls in LOSSES.items())
     return [
-        ("loss", LossName, field(default="weince", metadata={"help": "weince | infonce"})),
-        *knobs,
+        ("loss", LossName, field(default="weince", metadata={"help": f"The contrastive loss: {names}."})),
+        *knobs.values(),
         ("gather_across_devices", bool, field(default=True, metadata={"help": "Negatives from all processes."})),
         ("mask_duplicates", bool, field(default=True, metadata={"help": "Identical sentences are not negatives."})),
         (
@@ -110,8 +121,9 @@ LossArguments = make_dataclass(
     bases=(_LossArgumentsMethods,),
     namespace={
         "__module__": __name__,
-        "__doc__": "The contrastive loss and its knobs: one field per :class:`WeinceConfig` and :class:`TopMConfig` "
-        "field (same name, type, default and help), plus ``loss``, ``gather_across_devices`` and ``mask_duplicates``.",
+        "__doc__": "The contrastive loss and its knobs: one field per field of the registered losses' configs and "
+        "of :class:`TopMConfig` (same name, type, default and help), plus ``loss``, ``gather_across_devices``, "
+        "``mask_duplicates`` and ``hard_negative_weight``.",
     },
 )
 
@@ -158,6 +170,16 @@ class ContrastiveTrainingArguments(TrainingArguments):
             "to train longer), or 'all'; any other difference from the checkpoint's run is refused."
         },
     )
+    loss_learning_rate: float | None = field(
+        default=None,
+        metadata={
+            "help": "Learning rate of the loss's own trainable parameters, in their own parameter group without "
+            "weight decay (a loss without parameters has none; default: learning_rate)."
+        },
+    )
+    loss_weight_decay: float = field(
+        default=0.0, metadata={"help": "Weight decay of the loss's own trainable parameters (default 0)."}
+    )
     hub_push_optional: bool = field(
         default=False,
         metadata={
@@ -171,6 +193,8 @@ class ContrastiveTrainingArguments(TrainingArguments):
         check_at_least("per_device_train_batch_size", self.per_device_train_batch_size, 1)
         check_at_least("per_device_eval_batch_size", self.per_device_eval_batch_size, 1)
         check_at_least("gradient_accumulation_steps", self.gradient_accumulation_steps, 1)
+        checks.optional(checks.positive_finite)("loss_learning_rate", self.loss_learning_rate)
+        checks.non_negative()("loss_weight_decay", self.loss_weight_decay)
         self._check_optimizer()
         self._check_schedule()
         self._check_hub_id()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import simcse_weince.strict_json as strict_json
 import simcse_weince.training.run_folder as run_folder
 import simcse_weince.training.run_record as run_record
 from simcse_weince.file_errors import FileFault
+from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.stopping import Stopped
 from simcse_weince.training.config import ConfigError
 from simcse_weince.training.hub import HubAccessError, check_hub_access, download_last_checkpoint, repo_name
@@ -138,14 +139,10 @@ def prepare_hub(training_args: TrainingArguments, state: run_record.RunState) ->
     logger.info("pushing to the Hub repository %s (hub_strategy %s)", full_id, training_args.hub_strategy)
 
 
-def lambda_curve(log_history: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:
-    """(step, mean λ) of every training log that carries it."""
-    return [(e["step"], e["lambda_mean"]) for e in log_history if "lambda_mean" in e]
-
-
 def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict[str, Any]:
-    """Train (resuming if asked) and return what every run reports: steps, times, loss, λ curve, best
-    checkpoint. With ``load_best_model_at_end`` the model holds the best checkpoint's weights afterwards.
+    """Train (resuming if asked) and return what every run reports: steps, times, loss, best checkpoint, and what
+    the loss says of its logged diagnostics (its ``run_summary``: WEINCE's λ curve and means). With
+    ``load_best_model_at_end`` the model holds the best checkpoint's weights afterwards.
 
     A resumed checkpoint that already reached the run's last step trains nothing: its weights (the best
     checkpoint's) are loaded and the run goes on to export and scoring. ``SIGTERM`` saves a checkpoint at the
@@ -188,7 +185,6 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
     state.phase = "scoring the trained model"
     if training_args.should_save:
         run_folder.remove_incomplete_checkpoints(training_args.output_dir)
-    curve = lambda_curve(trainer.state.log_history)
     return {
         "steps": trainer.state.global_step,
         "steps_this_session": trainer.state.global_step - (resumed.global_step if resumed else 0),
@@ -199,10 +195,7 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
         "train_seconds": time.perf_counter() - t0,
         "train_seconds_trainer": out.metrics.get("train_runtime") if out else None,
         "train_loss": out.training_loss if out else None,
-        "mean_lambda": sum(v for _, v in curve) / len(curve) if curve else None,
-        "mean_lambda_frac_gt_half": log_mean(trainer.state.log_history, "lambda_frac_gt_half"),
-        "lambda_curve": curve,
-        **{f"mean_{key}": log_mean(trainer.state.log_history, f"{key}_mean") for key in ("delta_aic", "rho", "beta")},
+        **trainer.contrastive_loss.run_summary(trainer.state.log_history),
     }
 
 
@@ -235,18 +228,12 @@ def load_finished(trainer: Trainer, resume: str, state: TrainerState, training_a
     trainer._load_from_checkpoint(str(weights))  # the Trainer's own loader, as its resume uses
 
 
-def log_mean(log_history: Sequence[dict[str, Any]], key: str) -> float | None:
-    """Mean of ``key`` over the training logs that carry it (``None`` if none does)."""
-    values = [e[key] for e in log_history if key in e]
-    return sum(values) / len(values) if values else None
-
-
-def card_facts(trainer: Trainer, loss_name: str, loss: Any) -> dict[str, Any]:
+def card_facts(trainer: Trainer, loss: ContrastiveLoss) -> dict[str, Any]:
     """What both model cards say about the training run: loss (display name, config, citation), steps, batch per
     process, processes, learning rate and precision, as keyword arguments of the card renderers."""
     args = trainer.args
     return {
-        "loss_name": {"weince": "WEINCE", "infonce": "InfoNCE"}.get(loss_name, loss_name),
+        "loss_name": loss.display_name,
         "loss_config": loss.get_config_dict(),
         "citation": loss.citation,
         "steps": trainer.state.global_step,

@@ -26,8 +26,9 @@ from typing import Any
 from simcse_weince import strict_json
 from simcse_weince.atomic import write_text_atomic
 from simcse_weince.digests import FILES_KEY, RECORD_FILE, damage, file_digest, folder_digests
-from simcse_weince.losses.topm import TopMConfig
+from simcse_weince.losses import loss_configs
 from simcse_weince.paths import resolve_data_path
+from simcse_weince.setting_changes import setting_changes
 from simcse_weince.training.config import ConfigError, to_plain
 
 RECORD = RECORD_FILE
@@ -54,6 +55,8 @@ TRAINING_FIELDS = (
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
     "learning_rate",
+    "loss_learning_rate",
+    "loss_weight_decay",
     "weight_decay",
     "adam_beta1",
     "adam_beta2",
@@ -201,20 +204,23 @@ def checkpoint_damage(folder: str | Path) -> list[str] | None:
 # record lacks the key, and resuming it with that value is no change.
 ADDED_SETTINGS: dict[str, Any] = {
     "data.validation": "stsb",
-    **{f"loss.{f.name}": f.default for f in dataclasses.fields(TopMConfig)},  # the extra top-M terms, off
+    # every loss's knobs and the extra top-M terms (off), at their defaults: a loss or a knob added later is one
+    # the earlier run did not have, so at its default it is no change
+    **{f"loss.{f.name}": f.default for config in loss_configs() for f in dataclasses.fields(config)},
+    "training.loss_learning_rate": None,  # a loss's own parameters (none before them)
+    "training.loss_weight_decay": 0.0,
 }
 
 
 def differences(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{key: (checkpoint's value, current value)}`` for every setting that differs (a key the checkpoint's
-    record lacks has its :data:`ADDED_SETTINGS` value there)."""
-    keys = sorted((set(saved) | set(current)) - {FILES})
-    before = {k: saved.get(k, ADDED_SETTINGS.get(k)) for k in keys}
+    """``{key: (checkpoint's value, current value)}`` for every setting that differs, sorted
+    (:func:`~simcse_weince.setting_changes.setting_changes`; a key the checkpoint's record lacks has its
+    :data:`ADDED_SETTINGS` value there)."""
     now = dict(current)
-    old_labels = before.get("data.train_files")
+    old_labels = saved.get("data.train_files")
     if isinstance(old_labels, list) and old_labels == [_without_digest(x) for x in old_labels]:  # before digests
         now["data.train_files"] = [_without_digest(x) for x in current.get("data.train_files") or []]
-    return {k: (before[k], now.get(k)) for k in keys if before[k] != now.get(k)}
+    return setting_changes(saved, now, ignore={FILES}, added=ADDED_SETTINGS)
 
 
 def parse_allowed(value: str | None) -> set[str]:

@@ -48,8 +48,6 @@ from simcse_weince.training.run_record import RunState, save_record
 
 logger = logging.getLogger(__name__)
 
-DIAGNOSTIC_KEYS = ("lambda_mean", "lambda_frac_gt_half", "beta_mean", "rho_mean", "delta_aic_mean",
-                   "topm_softmax_loss", "topm_weibit_loss", "topm_beta", "topm_beta_hat", "topm_r2")  # fmt: skip
 LOSS_STATE_FILE = "loss_state.pt"  # the loss's running state (the top-M Weibit term's β_t), when it has one
 Evaluator = Callable[[nn.Module], dict[str, float]]
 DAMAGED_CHECKPOINT = (
@@ -63,7 +61,10 @@ class ContrastiveTrainer(Trainer):
     """A ``Trainer`` holding a contrastive loss module, an optional evaluator, and the loss's diagnostics.
 
     Args:
-        loss: :class:`InfoNCELoss` or :class:`WeinceLoss` (its layout must match the recipe).
+        loss: a registered loss (:data:`~simcse_weince.losses.LOSSES`; its layout must match the recipe). Its
+            ``logged_keys`` diagnostics are logged; its trainable parameters, if any, are optimised in their own
+            parameter group (``loss_learning_rate``, ``loss_weight_decay``), their gradients averaged over the
+            processes, and saved with the loss's state in every checkpoint (``loss_state.pt``).
         evaluator: ``evaluator(model) -> metrics`` on the unwrapped model, run at every evaluation; metric
             names get the Trainer's prefix (``stsb_spearman`` -> ``eval_stsb_spearman``).
         *args, **kwargs: as for ``transformers.Trainer``.
@@ -82,7 +83,7 @@ class ContrastiveTrainer(Trainer):
         super().__init__(*args, **kwargs)
         if self.eval_dataset == _EVALUATOR_ONLY:
             self.eval_dataset = None
-        self.contrastive_loss = loss
+        self.contrastive_loss = loss.to(self.args.device)  # its parameters and buffers beside the model's
         self.evaluator = evaluator
         # the run's own state (its record saved beside every checkpoint, the Hub outcome), not TrainingArguments'
         self.run_state = run_state if run_state is not None else RunState(started=time.perf_counter())
@@ -91,6 +92,34 @@ class ContrastiveTrainer(Trainer):
         self._warned_batch_norm = False
         self._saving_checkpoint = False  # a checkpoint's push waits for the end of its save (_push_from_checkpoint)
         self._deferred_push: str | None = None
+
+    # ---- the loss's own parameters ------------------------------------------------------------------------
+    def loss_parameters(self) -> list[nn.Parameter]:
+        """The loss's trainable parameters (none for InfoNCE and WEINCE)."""
+        return [p for p in self.contrastive_loss.parameters() if p.requires_grad]
+
+    def create_optimizer(self, model: nn.Module | None = None) -> torch.optim.Optimizer:
+        """The Trainer's optimizer over the model, plus one parameter group for the loss's parameters: learning
+        rate ``loss_learning_rate`` (default ``learning_rate``), weight decay ``loss_weight_decay`` (default 0).
+        The scheduler, made after it, scales both groups alike."""
+        optimizer = super().create_optimizer(model)
+        params = self.loss_parameters()
+        held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        if params and not held & {id(p) for p in params}:
+            lr = self.args.loss_learning_rate or self.args.learning_rate
+            optimizer.add_param_group({"params": params, "lr": lr, "weight_decay": self.args.loss_weight_decay})
+        return optimizer
+
+    def training_step(self, model: nn.Module, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
+        """The Trainer's step, then the loss parameters' gradients averaged over the processes, as DDP averages
+        the model's (averaging after every micro-step of an accumulation is the same: the mean of a common part
+        plus a local one is the common part plus the mean)."""
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self.args.world_size > 1:
+            for param in self.loss_parameters():
+                if param.grad is not None:
+                    param.grad.copy_(self.accelerator.reduce(param.grad, reduction="mean"))
+        return loss
 
     # ---- training hooks ---------------------------------------------------------------------------------
     def embed_views(self, model: nn.Module, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -200,7 +229,8 @@ class ContrastiveTrainer(Trainer):
     @torch.no_grad()
     def accumulate_diagnostics(self, extra: dict[str, torch.Tensor] | None = None) -> None:
         """Add the last forward's diagnostics (and ``extra`` counters) to the running sums."""
-        diag = {k: v for k, v in self.contrastive_loss.last_diagnostics.items() if k in DIAGNOSTIC_KEYS}
+        keys = self.contrastive_loss.logged_keys
+        diag = {k: v for k, v in self.contrastive_loss.last_diagnostics.items() if k in keys}
         diag.update(extra or {})
         for k, v in diag.items():
             self._diag_sums[k] = self._diag_sums.get(k, 0) + v.detach().float()
@@ -341,17 +371,17 @@ class ContrastiveTrainer(Trainer):
         return {k: round(v * world if k.endswith("_per_step") else v, 6) for k, v in zip(keys, values, strict=True)}
 
     def log_histograms(self) -> None:
-        """λ and β of the last global batch as TensorBoard histograms, when TensorBoard reporting is on."""
-        stats = getattr(self.contrastive_loss, "last_statistics", None)
-        if stats is None:
+        """The loss's per-anchor tensors of the last global batch (WEINCE: λ and β) as TensorBoard histograms,
+        when TensorBoard reporting is on."""
+        tensors = self.contrastive_loss.histograms()
+        if not tensors:
             return
         if self.args.world_size > 1:  # every process takes part; the anchors of all of them are plotted
-            stats = stats._replace(lam=self.accelerator.gather(stats.lam), beta=self.accelerator.gather(stats.beta))
+            tensors = {name: self.accelerator.gather(t) for name, t in tensors.items()}
         if not self.is_world_process_zero():
             return
         for cb in self.callback_handler.callbacks:
             writer = getattr(cb, "tb_writer", None)
             if writer is not None:
-                step = self.state.global_step
-                writer.add_histogram("weince/lambda", stats.lam.detach().float().cpu(), step)
-                writer.add_histogram("weince/beta", stats.beta.detach().float().cpu(), step)
+                for name, t in tensors.items():
+                    writer.add_histogram(name, t.detach().float().cpu(), self.state.global_step)

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from simcse_weince.cli.diagnose import LOSS_FLAGS, NOT_STATISTICS_FLAGS, build_parser, statistics_loss
-from simcse_weince.losses import WeinceLoss, stats
-from simcse_weince.losses.config import BETA_MODES, WeinceConfig
+from simcse_weince.losses import WeinceLoss, WithTopMTerms, stats
+from simcse_weince.losses.weince import BETA_MODES, WeinceConfig
 from simcse_weince.losses.topm import TopMConfig
 from simcse_weince.training.arguments import LossArguments
 
@@ -149,9 +149,9 @@ def test_loss_arguments_are_derived_from_the_config() -> None:
             assert fields[f.name].default == f.default, f"LossArguments.{f.name} has its own default"
             assert own_hints[f.name] == hints[f.name] and fields[f.name].metadata["help"] == f.metadata["help"]
     assert LossArguments().weince_config() == DEFAULT and LossArguments().terms_config() == TopMConfig()
-    assert LossArguments().build().terms is None  # the terms are off by default
+    assert not isinstance(LossArguments().build(), WithTopMTerms)  # the terms are off by default
     on = LossArguments(topm_weibit_weight=0.5, topm_weibit_m=7).build("ntxent")
-    assert on.terms is not None and on.terms.config == TopMConfig(topm_weibit_weight=0.5, topm_weibit_m=7)
+    assert isinstance(on, WithTopMTerms) and on.topm.config == TopMConfig(topm_weibit_weight=0.5, topm_weibit_m=7)
     assert LossArguments().build().config == DEFAULT
     assert LossArguments(**NON_DEFAULT).build("ntxent").config == WeinceConfig(**NON_DEFAULT)
     assert LossArguments.__module__ == "simcse_weince.training.arguments"

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from simcse_weince.losses import InfoNCELoss, TopMConfig, WeinceLoss
+from simcse_weince.losses import InfoNCELoss, TopMConfig, WeinceLoss, WithTopMTerms
 from simcse_weince.losses.distributed import all_gather_with_grad
 from simcse_weince.losses.duplicates import ABSENT_KEY, supervised_duplicate_mask
 from tests.helpers import free_port
@@ -103,9 +103,9 @@ def _local_case(rank: int, name: str, layout: str, k: int) -> dict[str, torch.Te
     if name.startswith("weince"):
         result["lam"] = loss_fn.last_statistics.lam
         result["rho0"] = loss_fn.last_statistics.rho0
-    if loss_fn.terms is not None:
-        result["beta_t"] = loss_fn.terms.beta_t.clone()  # the running value after the step
-        result["beta_hat"] = loss_fn.terms.last_fit.beta_hat
+    if isinstance(loss_fn, WithTopMTerms):
+        result["beta_t"] = loss_fn.topm.beta_t.clone()  # the running value after the step
+        result["beta_hat"] = loss_fn.topm.last_fit.beta_hat
     if layout == "simcse":
         keys = batch["keys"][:, local]
         result["duplicates"] = supervised_duplicate_mask(keys[0], keys[1], keys[2:], gather_across_devices=True)
@@ -118,7 +118,7 @@ def _ungathered_terms(rank: int) -> dict[str, torch.Tensor]:
     local = _rows("simcse", rank)
     loss_fn = InfoNCELoss(0.1, layout="ntxent", gather_across_devices=False, terms=TERMS)
     loss_fn(batch["a"][local].clone().requires_grad_(True), batch["p"][local].clone().requires_grad_(True))
-    return {"beta_t": loss_fn.terms.beta_t.clone(), "beta_hat": loss_fn.terms.last_fit.beta_hat}
+    return {"beta_t": loss_fn.topm.beta_t.clone(), "beta_hat": loss_fn.topm.last_fit.beta_hat}
 
 
 @pytest.fixture(scope="module")
@@ -163,11 +163,11 @@ def test_two_processes_equal_one_process_global_batch(name: str, layout: str, k:
             torch.testing.assert_close(part["lam"], lam[_rows(layout, r)], rtol=1e-6, atol=1e-7)
             torch.testing.assert_close(part["rho0"], ref_fn.last_statistics.rho0)
         assert 0.05 < float(lam.mean()) < 0.95  # informative statistics: the comparison can fail
-    if ref_fn.terms is not None:
-        assert float(ref_fn.terms.beta_t) != TERMS.topm_beta_init  # the fit moved it: the comparison can fail
+    if isinstance(ref_fn, WithTopMTerms):
+        assert float(ref_fn.topm.beta_t) != TERMS.topm_beta_init  # the fit moved it: the comparison can fail
         for part in parts:
-            torch.testing.assert_close(part["beta_hat"], ref_fn.terms.last_fit.beta_hat, rtol=1e-6, atol=1e-7)
-            torch.testing.assert_close(part["beta_t"], ref_fn.terms.beta_t, rtol=1e-6, atol=1e-7)
+            torch.testing.assert_close(part["beta_hat"], ref_fn.topm.last_fit.beta_hat, rtol=1e-6, atol=1e-7)
+            torch.testing.assert_close(part["beta_t"], ref_fn.topm.beta_t, rtol=1e-6, atol=1e-7)
     if layout == "simcse":
         keys = batch["keys"]
         whole = supervised_duplicate_mask(keys[0], keys[1], keys[2:])

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from simcse_weince.losses import InfoNCELoss, TopMConfig, WeinceLoss, score_matrix
+from simcse_weince.losses import InfoNCELoss, TopMConfig, WeinceLoss, WithTopMTerms, score_matrix
 from simcse_weince.losses.topm import EPS, global_tail_fit, global_tail_size, top_m_cross_entropy, top_m_hardest, weibit
 
 TAU = 0.1
@@ -313,9 +313,9 @@ def test_global_tail_fit_counts_masked_negatives_as_minus_one_and_skips_absent_o
     loss(**inputs)
     pooled = reference_pooled(rows)
     assert len(pooled) == 84 and pooled.count(-1.0) == 12
-    _assert_fit(loss.terms.last_fit, reference_fit(pooled, 10, 1.0))
+    _assert_fit(loss.topm.last_fit, reference_fit(pooled, 10, 1.0))
     as_is = [s for _, negs in rows for s, _ in negs]  # the masked ones at their own scores: another fit
-    assert float(loss.terms.last_fit.beta_hat) != pytest.approx(reference_fit(as_is, 10, 1.0)[0], rel=1e-4)
+    assert float(loss.topm.last_fit.beta_hat) != pytest.approx(reference_fit(as_is, 10, 1.0)[0], rel=1e-4)
 
 
 def test_fewer_than_ten_tail_points_is_no_fit() -> None:
@@ -346,16 +346,16 @@ def test_running_beta_follows_the_clamped_ema() -> None:
     the step's Weibit term uses the new β_t. Some batches' β̂ are above the clamp, some inside."""
     loss = _ema_loss()
     beta = 4.0
-    assert float(loss.terms.beta_t) == beta
+    assert float(loss.topm.beta_t) == beta
     hats = []
     for seed, noise in enumerate((0.3, 1.0, 0.5, 2.0, 0.2)):
         value, rows = _step(loss, seed, noise)
-        fit = loss.terms.last_fit
+        fit = loss.topm.last_fit
         ref = reference_fit(reference_pooled(rows), 10, 0.3)
         _assert_fit(fit, ref)
         hats.append(ref[0])
         beta = 0.7 * beta + (1 - 0.7) * min(max(float(fit.beta_hat), 0.5), BETA_MAX)
-        assert float(loss.terms.beta_t) == pytest.approx(beta, rel=1e-15, abs=0)
+        assert float(loss.topm.beta_t) == pytest.approx(beta, rel=1e-15, abs=0)
         assert float(loss.last_diagnostics["topm_beta"]) == pytest.approx(beta, rel=1e-6)
         main = reference_infonce(rows)
         assert float(value) == pytest.approx(main + 0.5 * reference_weibit_term(rows, 5, beta), rel=1e-5)
@@ -366,37 +366,37 @@ def test_a_rejected_or_missing_fit_keeps_beta() -> None:
     loss = _ema_loss(topm_r2_min=1.0)  # no noisy tail is a perfect line
     for seed in range(3):
         value, rows = _step(loss, seed, 0.5)
-        assert 0.5 < float(loss.terms.last_fit.r2) < 1.0 and float(loss.terms.last_fit.beta_hat) > 0
-        assert float(loss.terms.beta_t) == 4.0
+        assert 0.5 < float(loss.topm.last_fit.r2) < 1.0 and float(loss.topm.last_fit.beta_hat) > 0
+        assert float(loss.topm.beta_t) == 4.0
         assert float(value) == pytest.approx(reference_infonce(rows) + 0.5 * reference_weibit_term(rows, 5, 4.0),
                                              rel=1e-5)  # fmt: skip
     # a batch too small for a tail (K_tot = 3·2 = 6 < 10 points) keeps it too
     loss = InfoNCELoss(TAU, terms=TopMConfig(topm_weibit_weight=0.5, topm_min_tail_points=10, topm_r2_min=0.0))
     loss(*_views(n=3))
-    assert loss.terms.last_fit is None and float(loss.terms.beta_t) == 4.0
+    assert loss.topm.last_fit is None and float(loss.topm.beta_t) == 4.0
 
 
 def test_beta_moves_only_in_a_forward_with_gradient() -> None:
     loss = _ema_loss()
     _step(loss, 0, 0.5)
-    moved = float(loss.terms.beta_t)
+    moved = float(loss.topm.beta_t)
     assert moved != 4.0
     with torch.no_grad():  # an evaluation: no fit, the current β_t in the loss, and kept as it was
         value, rows = _step(loss, 1, 0.5)
-        assert loss.terms.last_fit is None and float(loss.last_diagnostics["topm_beta"]) == pytest.approx(moved)
-    assert float(loss.terms.beta_t) == moved
+        assert loss.topm.last_fit is None and float(loss.last_diagnostics["topm_beta"]) == pytest.approx(moved)
+    assert float(loss.topm.beta_t) == moved
     expected = reference_infonce(rows) + 0.5 * reference_weibit_term(rows, 5, moved)
     assert float(value) == pytest.approx(expected, rel=1e-5)
     _step(loss, 2, 0.5)
-    expected = 0.7 * moved + (1 - 0.7) * min(max(float(loss.terms.last_fit.beta_hat), 0.5), BETA_MAX)
-    assert float(loss.terms.beta_t) == pytest.approx(expected, rel=1e-15)
+    expected = 0.7 * moved + (1 - 0.7) * min(max(float(loss.topm.last_fit.beta_hat), 0.5), BETA_MAX)
+    assert float(loss.topm.beta_t) == pytest.approx(expected, rel=1e-15)
 
 
 def test_without_auto_beta_is_beta_init_throughout() -> None:
     loss = _ema_loss(topm_beta_auto=False, topm_beta_init=2.5)
     for seed in range(3):
         value, rows = _step(loss, seed, 0.5)
-        assert float(loss.terms.beta_t) == 2.5 and float(loss.last_diagnostics["topm_beta"]) == 2.5
+        assert float(loss.topm.beta_t) == 2.5 and float(loss.last_diagnostics["topm_beta"]) == 2.5
         assert "topm_beta_hat" not in loss.last_diagnostics
         assert float(value) == pytest.approx(reference_infonce(rows) + 0.5 * reference_weibit_term(rows, 5, 2.5),
                                              rel=1e-5)  # fmt: skip
@@ -422,7 +422,7 @@ def test_zero_weights_are_bit_identical_to_no_terms(layout: str, name: str) -> N
         "weince": lambda terms: WeinceLoss(TAU, layout=_layout(layout), min_tail_points=10, terms=terms),
     }[name]
     with_zero, without = make(off), make(None)
-    assert with_zero.terms is None and not with_zero.state_dict() and not off.active
+    assert not isinstance(with_zero, WithTopMTerms) and not with_zero.state_dict() and not off.active
     assert with_zero.get_config_dict() == without.get_config_dict()
     value, grads = _grads(with_zero, inputs)
     ref_value, ref_grads = _grads(without, inputs)
@@ -461,14 +461,14 @@ def test_gradients_are_finite_and_flow_with_masked_entries(layout: str) -> None:
                      topm_min_tail_points=10, topm_r2_min=0.0)  # fmt: skip
     loss_fn = InfoNCELoss(TAU, layout=_layout(layout), terms=cfg)
     value, grads = _grads(loss_fn, inputs)
-    assert math.isfinite(float(value)) and float(loss_fn.terms.beta_t) != 4.0
+    assert math.isfinite(float(value)) and float(loss_fn.topm.beta_t) != 4.0
     for g in grads:
         assert torch.isfinite(g).all() and float(g.abs().sum()) > 0
     # the terms alone (the loss minus InfoNCE) also have a finite, nonzero gradient
     leaves = {k: inputs[k].clone().requires_grad_(True) for k in ("anchors", "positives")}
     lay = score_matrix(leaves["anchors"], leaves["positives"], _layout(layout), mask, negatives=inputs.get("negatives"),
                        absent_negatives=inputs.get("absent_negatives"))  # fmt: skip
-    extra, _ = InfoNCELoss(TAU, layout=_layout(layout), terms=cfg).terms(lay, TAU)
+    extra, _ = InfoNCELoss(TAU, layout=_layout(layout), terms=cfg).topm(lay, TAU)
     extra.backward()
     for leaf in leaves.values():
         assert torch.isfinite(leaf.grad).all() and float(leaf.grad.abs().sum()) > 0
@@ -506,18 +506,18 @@ def test_config_errors_name_the_field(knobs: dict, name: str) -> None:
 def test_config_defaults_are_off_and_numbers_are_normalised() -> None:
     cfg = TopMConfig(topm_softmax_m=5.0, topm_weibit_weight=1)
     assert type(cfg.topm_softmax_m) is int and type(cfg.topm_weibit_weight) is float and cfg.active
-    assert not TopMConfig().active and InfoNCELoss(terms=TopMConfig()).terms is None
+    assert not TopMConfig().active and not isinstance(InfoNCELoss(terms=TopMConfig()), WithTopMTerms)
 
 
 @pytest.mark.parametrize("cls", [InfoNCELoss, WeinceLoss])
 def test_the_config_dict_builds_the_same_loss_again(cls) -> None:
-    """``cls(**loss.get_config_dict())`` is the same loss, terms included (they sit under one key, ``terms``)."""
+    """``cls(**loss.get_config_dict())`` is the same loss, terms included (they sit under one key, ``topm``)."""
     terms = TopMConfig(topm_softmax_weight=0.25, topm_weibit_weight=0.5, topm_weibit_m=9, topm_beta_auto=False)
     loss = cls(0.2, layout="ntxent", terms=terms)
     cfg = loss.get_config_dict()
-    assert cfg["terms"] == dataclasses.asdict(terms)
+    assert cfg["topm"] == dataclasses.asdict(terms)
     again = cls(**cfg)
-    assert again.get_config_dict() == cfg and again.terms.config == terms
+    assert again.get_config_dict() == cfg and again.topm.config == terms
     a, p = _views(d=16, seed=3, noise=0.5)
     assert torch.equal(loss(a, p), again(a, p))
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from simcse_weince.losses import WeinceLoss
 from simcse_weince.training.config import ConfigError
-from simcse_weince.training.run import lambda_curve
 from simcse_weince.training.run_folder import latest_complete_checkpoint, resume_value
 
 
@@ -51,7 +51,7 @@ def test_lambda_curve() -> None:
         {"step": 2, "eval_x": 1.0},
         {"step": 3, "lambda_mean": 0.5},
     ]
-    assert lambda_curve(history) == [(1, 0.25), (3, 0.5)]
+    assert WeinceLoss.run_summary(history)["lambda_curve"] == [(1, 0.25), (3, 0.5)]
 
 
 def test_a_checkpoint_whose_digests_were_not_written_is_incomplete(tmp_path: Path) -> None:
