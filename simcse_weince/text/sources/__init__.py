@@ -12,8 +12,9 @@ Hub text, columns  ``hub_dataset`` / ``hub_data_file``    ``datasets`` (:mod:`.h
 =================  =====================================  ==============================================
 
 A file's reader is chosen by its name, here and nowhere else (:func:`source_class`); the list of formats, their
-suffixes and the refusals by name (:func:`check_file_name`) are derived from :data:`FILE_SOURCES`. A new format
-is one module with one :class:`~simcse_weince.text.sources.base.FileSource` subclass, and one entry there.
+suffixes and the refusals by name (:func:`check_file_name`) are derived from :data:`FILE_SOURCES` (:mod:`.names`).
+A new format is one module with one :class:`~simcse_weince.text.sources.base.FileSource` subclass, and one entry
+there.
 :func:`open_sources` opens a run's sources once, with the checks that span several of them.
 """
 
@@ -25,13 +26,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simcse_weince.text.columns import ReadOptions
-from simcse_weince.text.sources.arrow import ArrowFile
 from simcse_weince.text.sources.base import FileSource, Part, Source
-from simcse_weince.text.sources.delimited import CsvFile, TsvFile
 from simcse_weince.text.sources.hub import HubColumns, HubText
-from simcse_weince.text.sources.jsonl import JsonFile, JsonLinesFile
 from simcse_weince.text.sources.lines import TextLines
-from simcse_weince.text.sources.parquet import ParquetFile
+from simcse_weince.text.sources.names import (
+    COLUMN_SUFFIXES,
+    COMPRESSION_SUFFIXES,
+    FILE_SOURCES,
+    check_lines_name,
+    column_class,
+)
 
 __all__ = [
     "COLUMN_SUFFIXES",
@@ -46,19 +50,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-FILE_SOURCES: tuple[type[FileSource], ...] = (CsvFile, TsvFile, JsonLinesFile, JsonFile, ParquetFile, ArrowFile)
-COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip")
-BY_SUFFIX = {suffix: cls for cls in FILE_SOURCES for suffix in cls.suffixes}
-COLUMN_SUFFIXES = ", ".join(BY_SUFFIX)  # ".csv, .tsv, ..." for messages
-
 
 def source_class(path: str | Path) -> type[FileSource]:
     """The reader of a file, by its name's last suffix (a compression suffix before it looked through:
     ``a.tsv.gz`` is TSV); :class:`~simcse_weince.text.sources.lines.TextLines` for any other name."""
-    suffixes = [s.lower() for s in Path(path).suffixes]
-    if suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
-        suffixes.pop()
-    return BY_SUFFIX.get(suffixes[-1], TextLines) if suffixes else TextLines
+    return column_class(path) or TextLines
 
 
 def column_format(path: str | Path) -> str | None:
@@ -83,14 +79,10 @@ def check_file_name(
     Raises:
         ValueError: names the file, the format and what was expected.
     """
-    cls = source_class(path)
     if not by_column:
-        if cls.by_column:
-            raise ValueError(
-                f"{path} is named as {cls.format}: column formats ({COLUMN_SUFFIXES}) are read by column "
-                "(text_columns), not as plain lines; expected UTF-8 text, one sentence per line (e.g. a .txt file)"
-            )
-        return cls
+        check_lines_name(path)
+        return TextLines
+    cls = source_class(path)
     if cls.by_column and Path(path).suffixes[-1].lower() in COMPRESSION_SUFFIXES:
         raise ValueError(
             f"{path} is a compressed {cls.format} file: decompress it first; expected an uncompressed file "

@@ -21,6 +21,7 @@ from pathlib import Path
 from simcse_weince.text.columns import ReadOptions
 from simcse_weince.text.reading import BREAKS_IN_LINE, TextStats, keep_sentences
 from simcse_weince.text.sources.base import FileSource, Part
+from simcse_weince.text.sources.names import check_lines_name
 from simcse_weince.textfiles import decode_utf8
 
 logger = logging.getLogger(__name__)
@@ -56,9 +57,7 @@ def check_text_file(path: str | Path) -> Path:
         FileNotFoundError: no such file.
         ValueError: gzip-compressed, or named as a column format.
     """
-    from simcse_weince.text.sources import check_file_name
-
-    check_file_name(path, by_column=False)
+    check_lines_name(path)
     return TextLines.open(path, False, ReadOptions()).path
 
 
