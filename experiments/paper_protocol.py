@@ -316,18 +316,18 @@ def check_same_settings(folder: Path, groups: dict[str, Any]) -> None:
     saved_path = folder / "run_config.yaml"
     if not saved_path.is_file():
         return
+    from simcse_weince.setting_changes import setting_changes
     from simcse_weince.training.config import to_plain
 
     saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
     now = {name: to_plain(group) for name, group in groups.items()}
     for name in GROUPS:
         group = saved.get(name) if isinstance(saved.get(name), dict) else {}
-        keys = TRAINING_KEYS if name == "training" else sorted(set(now[name]) | set(group))
-        for key in keys:
-            before, after = group.get(key), now[name].get(key)
-            if before != after:
-                fail(f"{folder} holds a run with {key} {before!r}, not {after!r} as now; use another --runs_dir "
-                     "or remove that folder")  # fmt: skip
+        changes = setting_changes(group, now[name], keys=TRAINING_KEYS if name == "training" else None)
+        if changes:  # the first one, in the groups' order
+            key, (before, after) = next(iter(changes.items()))
+            fail(f"{folder} holds a run with {key} {before!r}, not {after!r} as now; use another --runs_dir "
+                 "or remove that folder")  # fmt: skip
 
 
 def train_if_needed(folder: Path, argv: list[str], groups: dict[str, Any]) -> str:
