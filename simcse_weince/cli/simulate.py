@@ -1,20 +1,31 @@
 """``simcse-simulate`` / ``python -m simcse_weince.cli.simulate``: the ground-truth experiments.
 
-``e1`` the authors' noise-floor setting (closed forms and Monte Carlo), ``e2`` the diagnostics (POT ξ̂, link
-selection) against simulated truth, ``e3`` WEINCE's online λ across tail shape, hardness and winner law. Each writes
-``<experiment>.json``, ``<experiment>.md`` and its plots into ``--out``. Every option is checked before any work.
+Ground truth I: ``e1`` the authors' noise-floor setting (closed forms and Monte Carlo), ``e2`` the diagnostics (POT
+ξ̂, link selection) against simulated truth, ``e3`` WEINCE's online λ across tail shape, hardness and winner law.
+Each writes ``<experiment>.json``, ``<experiment>.md`` and its plots into ``--out``.
+
+Ground truth II, learning a known similarity (:mod:`~simcse_weince.simulation.sweep_settings`): ``proposition``
+(Whiteley's Proposition 1 at the true vectors), ``negatives`` (the gap to the Bayes search against k, per loss),
+``temperature`` (against τ and the training-set size) and ``encoder`` (held-out items). Each writes
+``<sweep>.md``, ``<sweep>.json`` and ``<sweep>.png`` into ``--out``; its finished cells go to
+``<sweep>.cells.jsonl`` as they finish, so a killed sweep resumes where it stopped with the same command.
+``--quick`` is a small size for tests; ``--workers`` runs cells in parallel processes.
+
+Every option is checked before any work.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import get_args, get_origin, get_type_hints
 
-from simcse_weince import strict_json
+from simcse_weince import checks, strict_json
 from simcse_weince.cli.errors import command_main
 from simcse_weince.diagnostics.pot import MIN_EXCEEDANCES
 from simcse_weince.memory import check_memory
@@ -27,6 +38,10 @@ from simcse_weince.simulation.plots import (
     plot_pot_calibration,
 )
 from simcse_weince.simulation.shortfall import ShortfallLaw
+from simcse_weince.simulation.sweep_cells import cells
+from simcse_weince.simulation.sweep_memory import memory_needs as sweep_memory_needs
+from simcse_weince.simulation.sweep_runner import run_sweep, write_report
+from simcse_weince.simulation.sweep_settings import OPTIONS, SWEEPS, SweepSettings, resolve
 from simcse_weince.simulation.winners import BlendedLaw
 from simcse_weince.stopping import kept_on_stop
 
@@ -61,13 +76,37 @@ def build_parser() -> argparse.ArgumentParser:
     e3.add_argument("--seed", type=int, default=0)
     for sp in (e1, e2, e3):
         sp.add_argument("--out", required=True, help="output folder")
+    for sweep, help_text in SWEEP_HELP.items():
+        add_sweep_parser(sub.add_parser(sweep, help=help_text, description=help_text, allow_abbrev=False))
     return p
+
+
+SWEEP_HELP = {
+    "proposition": "Ground truth II: Whiteley's Proposition 1, CE - R_k against k at the true vectors",
+    "negatives": "Ground truth II: trained tables, the gap to the Bayes search against k, per loss",
+    "temperature": "Ground truth II: trained tables, the gap against the temperature and the training-set size",
+    "encoder": "Ground truth II: an MLP encoder of noisy observations, scored on held-out items",
+}
+
+
+def add_sweep_parser(p: argparse.ArgumentParser) -> None:
+    """A sweep's options: one flag per :class:`SweepSettings` field (its help text; ``None`` when not given, the
+    sweep's size then decides), and the run's ``--out``, ``--quick`` and ``--workers``."""
+    p.add_argument("--out", required=True, help="output folder (a sweep resumes from the cells it finds there)")
+    p.add_argument("--quick", action="store_true", help="a small size, for tests")
+    p.add_argument("--workers", type=int, default=1, help="cells run in this many processes (one thread each)")
+    hints = get_type_hints(SweepSettings)
+    for f in dataclasses.fields(SweepSettings):
+        if f.name in OPTIONS:
+            hint = hints[f.name]
+            kind = {"type": get_args(hint)[0], "nargs": "+"} if get_origin(hint) is tuple else {"type": hint}
+            p.add_argument(f"--{f.name}", default=None, help=f.metadata["help"].replace("%", "%%"), **kind)
 
 
 def _at_least(name: str, values: Sequence[float], low: float) -> None:
     for v in values:
-        if not (math.isfinite(v) and v >= low):
-            raise ValueError(f"--{name} must be finite and >= {low:g}, got {v!r}")
+        if not (checks.is_real(v) and math.isfinite(v) and v >= low):
+            checks.fail(f"--{name}", f"finite and >= {low:g}", v)
 
 
 def _scale(text: str) -> tuple[int, int]:
@@ -98,8 +137,7 @@ def e2_config(args: argparse.Namespace) -> E2Config:
     for lam in args.lams:
         BlendedLaw(lam, args.beta, args.tau)
     link_law = ShortfallLaw("power", alpha=args.alpha)
-    if not (math.isfinite(args.hardness) and 0 < args.hardness <= 2):
-        raise ValueError(f"--hardness must be in (0, 2], got {args.hardness!r}")
+    checks.within(0, 2, open_low=True)("--hardness", args.hardness)
     pot_laws = (ShortfallLaw("power", alpha=2.5), ShortfallLaw("beta", alpha=2.5), ShortfallLaw("gumbel", theta=1.0))
     return E2Config(
         pot_laws, tuple(args.pot_sizes), tuple(args.pot_qs), args.pot_replications, args.bootstrap, tuple(args.lams),
@@ -152,11 +190,29 @@ def check_out(out: Path) -> None:
             return
 
 
-def check(args: argparse.Namespace) -> E2Config | None:
+def sweep_settings(args: argparse.Namespace) -> SweepSettings:
+    """A sweep's settings from its options (ValueError naming the option)."""
+    return resolve(args.experiment, {name: getattr(args, name) for name in OPTIONS}, quick=args.quick)
+
+
+def check_sweep(args: argparse.Namespace) -> SweepSettings:
+    """A sweep's settings, ``--workers`` and the memory they need checked (ValueError naming the option)."""
+    settings = sweep_settings(args)
+    if args.workers < 1:
+        checks.fail("--workers", ">= 1", args.workers)
+    workers = min(args.workers, len(cells(settings)))
+    check_memory(sweep_memory_needs(settings, args.workers), f"{workers} cell{'s' * (workers > 1)} at once")
+    check_out(Path(args.out))
+    return settings
+
+
+def check(args: argparse.Namespace) -> E2Config | SweepSettings | None:
     """Every option of the chosen experiment checked (ValueError naming it), sizes against the memory available
-    included; E2's settings, else None."""
+    included; E2's settings or a sweep's, else None."""
+    if args.experiment in SWEEPS:
+        return check_sweep(args)
     if not 0 <= args.seed < MAX_SEED:
-        raise ValueError(f"--seed must be an integer in [0, 2**62), got {args.seed}")
+        checks.fail("--seed", "an integer in [0, 2**62)", args.seed)
     config = None
     if args.experiment == "e1":
         _at_least("replications", [args.replications], 2)
@@ -189,8 +245,21 @@ class Written:
         return f"kept {names} in {self.out}, the rest not written; {again} (it replaces them)"
 
 
+def sweep(args: argparse.Namespace) -> dict:
+    """A Ground truth II sweep: checked, its missing cells run, its report written; the summary."""
+    t0 = time.perf_counter()
+    settings = check_sweep(args)  # before any work
+    out = Path(args.out)
+    records = run_sweep(settings, out, args.workers)
+    summary, table = write_report(settings, records, out, t0)
+    print(table + f"\nwrote {out / (settings.sweep + '.md')}")
+    return summary
+
+
 def run(argv: Sequence[str]) -> dict:
     args = build_parser().parse_args(argv)
+    if args.experiment in SWEEPS:
+        return sweep(args)
     t0 = time.perf_counter()
     out = Path(args.out)
     config = check(args)  # before any work

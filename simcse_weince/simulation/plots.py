@@ -9,6 +9,8 @@ import numpy as np
 
 from simcse_weince.diagnostics.plots import headless_pyplot
 from simcse_weince.simulation.noise_floor import ClosedForms, NoiseFloorRow
+from simcse_weince.simulation.sweep_reports import select
+from simcse_weince.simulation.sweep_settings import SweepSettings
 
 
 def _save(plt, fig, path: Path) -> Path:
@@ -87,4 +89,50 @@ def plot_lambda_cells(cells: Sequence[dict], path: Path) -> Path:
     ax.set_xticks(x, [c["cell"] for c in cells], fontsize=5, rotation=80)
     ax.set_title("E3: WEINCE's online λ across tail shape, hardness and winner law")
     ax.legend(fontsize=8)
+    return _save(plt, fig, path)
+
+
+def plot_sweep(settings: SweepSettings, summary: dict, path: Path) -> Path:
+    """Ground truth II: one panel per kernel, the gap against k, τ or the arm, per loss."""
+    plt = headless_pyplot()
+    s, records = settings.to_dict(), summary["cells"]
+    fig, axes = plt.subplots(1, len(s["kernels"]), figsize=(4.2 * len(s["kernels"]), 3.6), squeeze=False)
+    for ax, kernel in zip(axes[0], s["kernels"], strict=True):
+        if s["sweep"] == "proposition":
+            for tau in s["taus"]:
+                g = select(records, kernel=kernel, tau=tau)
+                gaps = np.abs(np.mean([[row["gap"] for row in r["rows"]] for r in g], axis=0))
+                ax.loglog(s["ks"], gaps, "o-", label=f"|CE − R_k|, τ = {tau:g}")
+            ax.loglog(s["ks"], gaps[0] * s["ks"][0] / np.asarray(s["ks"], dtype=float), "k:", label="slope −1")
+            ax.set_xlabel("negatives k")
+        elif s["sweep"] == "negatives":
+            for loss in s["losses"]:
+                m = [
+                    np.mean([r["universe_gap"] for r in select(records, kernel=kernel, loss=loss, k=k)])
+                    for k in s["ks"]
+                ]
+                ax.loglog(s["ks"], m, "o-", label=loss)
+            ax.set_xlabel("negatives k")
+            ax.set_ylabel("universe KL to the Bayes search")
+        elif s["sweep"] == "encoder":
+            for i, part in enumerate(("train", "heldout")):
+                m = [
+                    np.mean([r[part]["universe_gap"] for r in select(records, kernel=kernel, loss=x)])
+                    for x in s["losses"]
+                ]
+                ax.bar(np.arange(len(m)) + 0.4 * i, m, width=0.4, label="trained items" if i == 0 else "held-out items")
+            ax.set_xticks(np.arange(len(s["losses"])) + 0.2, s["losses"])
+            ax.set_ylabel("universe KL to the Bayes search")
+        else:
+            for loss in s["losses"]:
+                for n in s["pairs"]:
+                    m = [
+                        np.mean([r["universe_gap"] for r in select(records, kernel=kernel, loss=loss, tau=t, pairs=n)])
+                        for t in s["taus"]
+                    ]
+                    ax.loglog(s["taus"], m, "o-", label=f"{loss}, n = {n:,}")
+            ax.set_xlabel("temperature τ")
+            ax.set_ylabel("universe KL to the Bayes search")
+        ax.set_title(kernel)
+        ax.legend(fontsize=7)
     return _save(plt, fig, path)

@@ -1,0 +1,77 @@
+"""The store of a sweep's finished cells, so that a killed sweep resumes where it stopped with the same command.
+
+``<sweep>.cells.jsonl`` holds one JSON line per finished cell, flushed and synced as it is written, so a kill
+loses only the cells in flight; a torn last line (a kill mid-write) is dropped and its cell runs again.
+``<sweep>.settings.json`` beside it holds the settings the cells were made with: a resume with other settings
+(other than those the sweep does not read) is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from simcse_weince.simulation.sweep_cells import cell_key
+from simcse_weince.simulation.sweep_settings import IGNORED, SweepSettings
+
+
+def changed_settings(before: dict, now: dict, ignored: set[str]) -> list[str]:
+    """The names of the settings that differ between a saved run's ``before`` and ``now`` (sorted), those in
+    ``ignored`` left out; a setting missing on one side differs."""
+    keys = (before.keys() | now.keys()) - ignored
+    return sorted(k for k in keys if before.get(k) != now.get(k))
+
+
+class CellStore:
+    """The finished cells of one sweep in ``out`` (see the module docstring).
+
+    Raises:
+        ValueError: ``out`` holds the sweep with other settings, or cells without their settings file.
+    """
+
+    def __init__(self, out: Path, settings: SweepSettings) -> None:
+        self.path = out / f"{settings.sweep}.cells.jsonl"
+        self.settings_path = out / f"{settings.sweep}.settings.json"
+        self.settings = settings.to_dict()
+        self.done: dict[str, dict] = {}
+        if self.settings_path.exists():
+            before = json.loads(self.settings_path.read_text())
+            changed = changed_settings(before, self.settings, IGNORED[settings.sweep])
+            if changed:
+                raise ValueError(
+                    f"{out} holds a {settings.sweep} sweep with other settings ({', '.join(changed)}): "
+                    "give the same options to resume it, or a new --out"
+                )
+        elif self.path.exists():
+            raise ValueError(f"{self.path} has no settings file beside it ({self.settings_path.name}): use a new --out")
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line torn by a kill: that cell runs again
+                self.done[cell_key(record["cell"])] = record
+
+    def start(self) -> None:
+        """Write the settings file, and end a torn last line so that the next record starts on its own line."""
+        self.settings_path.parent.mkdir(parents=True, exist_ok=True)
+        self.settings_path.write_text(json.dumps(self.settings, indent=2))
+        if self.path.exists() and (text := self.path.read_text()) and not text.endswith("\n"):
+            with self.path.open("a") as f:
+                f.write("\n")
+
+    def kept(self, total: int) -> str:
+        """What a stop keeps and how to go on (the store is read back by the same command)."""
+        return (
+            f"kept {len(self.done)} of {total} cells in {self.path} (the cells in progress are dropped); run the "
+            "same command to resume from there"
+        )
+
+    def add(self, record: dict) -> None:
+        """Append a finished cell's record (flushed and synced)."""
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self.done[cell_key(record["cell"])] = record

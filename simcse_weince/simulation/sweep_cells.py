@@ -1,0 +1,151 @@
+"""The cells of the Ground truth II sweeps: the grid of one sweep and the figures of one cell.
+
+One seed draws the universe, the training pairs, the negatives, the initial table and the evaluation problems. All
+of them are shared by every loss at that seed, which makes the losses paired.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import torch
+
+from simcse_weince.simulation.learning import TrainConfig, build_loss, observations, train_encoder, train_table
+from simcse_weince.simulation.search import (
+    first_order_constant,
+    geometry,
+    learned_link,
+    loglog_slope,
+    proposition_one,
+    search_gap,
+    top1_agreement,
+    universe_gap,
+    whole_universe_cross_entropy,
+)
+from simcse_weince.simulation.sweep_settings import SweepSettings
+from simcse_weince.simulation.universe import Universe, kernel_law, make_universe
+
+
+def cells(settings: SweepSettings) -> list[dict]:
+    """Every cell of the sweep, in a fixed order."""
+    s = settings
+    if s.sweep == "proposition":
+        return [{"kernel": k, "tau": t, "seed": seed} for k in s.kernels for t in s.taus for seed in s.seeds]
+    return [
+        {"kernel": kernel, "loss": loss, "k": k, "tau": tau, "pairs": n, "seed": seed}
+        for kernel in s.kernels
+        for seed in s.seeds
+        for n in s.pairs
+        for tau in s.taus
+        for k in s.ks
+        for loss in s.losses
+    ]
+
+
+def cell_key(cell: dict) -> str:
+    """A cell's identity in the store: its settings as sorted JSON."""
+    return json.dumps(cell, sort_keys=True)
+
+
+def universe_of(settings: SweepSettings, kernel: str, seed: int) -> Universe:
+    """The seed's universe of the kernel (one per seed, shared by every loss and setting of that seed)."""
+    law = kernel_law(kernel, settings.kappa, settings.beta, settings.blend_lambda)
+    return make_universe(settings.items, settings.dim, law, seed=10_007 + seed, name=kernel)
+
+
+def run_cell(settings: SweepSettings, cell: dict) -> dict:
+    """One cell's figures (run in a worker process)."""
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    universe = universe_of(settings, cell["kernel"], cell["seed"])
+    if settings.sweep == "proposition":
+        out = proposition_cell(settings, cell, universe)
+    elif settings.sweep == "encoder":
+        out = encoder_cell(settings, cell, universe)
+    else:
+        out = training_cell(settings, cell, universe)
+    return {"cell": cell, **out, "seconds": time.perf_counter() - t0}
+
+
+def proposition_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dict:
+    """CE − R_k at every k for the true vectors, with the exact constant and the log-log slopes."""
+    table, tau = universe.vectors, cell["tau"]
+    rows = []
+    for k in settings.ks:
+        generator = torch.Generator().manual_seed(cell["seed"] * 1_000_003 + k)
+        rows.append(proposition_one(universe, table, tau, k, settings.samples, generator).to_dict())
+    ce = whole_universe_cross_entropy(universe, table, tau)
+    ks, gaps = [r["k"] for r in rows], [r["gap"] for r in rows]
+    return {
+        "cross_entropy": ce,
+        "first_order_constant": first_order_constant(universe, table, tau),
+        "rows": rows,
+        "slope": loglog_slope(ks, gaps),
+        "tail_slope": loglog_slope(ks[-3:], gaps[-3:]),
+        "sign_changes": int(np.sum(np.diff(np.sign(gaps)) != 0)),
+    }
+
+
+def _train_config(settings: SweepSettings, cell: dict) -> TrainConfig:
+    s = settings
+    return TrainConfig(
+        negatives=cell["k"], dim=s.dim, steps=s.steps, batch=s.batch, pairs=cell["pairs"], lr=s.lr, seed=cell["seed"]
+    )
+
+
+def training_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dict:
+    """A table trained with the cell's loss, k, τ and training-set size, and its metrics against the truth."""
+    loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
+    result = train_table(universe, loss, _train_config(settings, cell))
+    table = result.table
+    gaps = {}
+    for size in settings.eval_sizes:
+        generator = torch.Generator().manual_seed(cell["seed"] * 1_000_003 + size)  # same problems for every loss
+        gaps[str(size)] = search_gap(universe, table, loss, size, settings.eval_sets, generator).to_dict()
+    link = learned_link(
+        universe, table, settings.link_size, settings.link_batches, settings.link_anchors,
+        torch.Generator().manual_seed(cell["seed"] * 1_000_003 + 1),
+    )  # fmt: skip
+    return {
+        "universe_gap": universe_gap(universe, table, loss),
+        "search_gap": gaps,
+        "top1": top1_agreement(universe, table),
+        **geometry(universe, table),
+        "lambda_mean": result.lambda_mean,
+        "beta_mean": result.beta_mean,
+        "final_loss": result.final_loss,
+        "link": {k: link.to_dict()[k] for k in ("a", "a_ci", "b", "b_ci", "heldout_gain", "heldout_gain_ci")}
+        | {"converged": link.converged},
+    }
+
+
+def encoder_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dict:
+    """An MLP encoder of noisy observations trained on half of the items, scored on both halves (the held-out half
+    is a universe of its own: its Bayes search is over the held-out items)."""
+    half = universe.size // 2
+    order = torch.randperm(universe.size, generator=torch.Generator().manual_seed(cell["seed"] + 17))
+    seen, held = order[:half], order[half:]
+    obs = observations(universe, settings.obs_width, settings.noise, cell["seed"])
+    loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
+    train_part, heldout_part = universe.subset(seen), universe.subset(held)
+    encoder, result = train_encoder(train_part, obs[seen], loss, _train_config(settings, cell), settings.hidden)
+    with torch.no_grad():
+        heldout_table = torch.nn.functional.normalize(encoder(obs[held]).double(), dim=1)
+    size = max(settings.eval_sizes)
+    generator = torch.Generator().manual_seed(cell["seed"] * 1_000_003 + size)
+    return {
+        "train": {
+            "universe_gap": universe_gap(train_part, result.table, loss),
+            "top1": top1_agreement(train_part, result.table),
+        },
+        "heldout": {
+            "universe_gap": universe_gap(heldout_part, heldout_table, loss),
+            "top1": top1_agreement(heldout_part, heldout_table),
+            "search_gap": search_gap(heldout_part, heldout_table, loss, size, settings.eval_sets, generator).to_dict(),
+            **geometry(heldout_part, heldout_table),
+        },
+        "lambda_mean": result.lambda_mean,
+        "final_loss": result.final_loss,
+    }
