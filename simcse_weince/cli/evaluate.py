@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from simcse_weince import checks
 from simcse_weince.cli.errors import Stopped, command_main
 from simcse_weince.devices import FORMS as DEVICE_FORMS
 from simcse_weince.devices import check_device
@@ -29,11 +30,10 @@ from simcse_weince.hardware import warn_if_slow_bf16
 from simcse_weince.model_sources import check_model_source, looks_like_path, resolve_model_path
 from simcse_weince.paths import resolve_data_path, senteval_root
 from simcse_weince.stopping import Terminated
-from simcse_weince.text.arguments import MIN_SEQ_LENGTH
 from simcse_weince.text.checkpoint import checkpoint_folder
 from simcse_weince.text.encoder import load_text_encoder
 from simcse_weince.text.poolers import POOLERS
-from simcse_weince.text.positions import check_length_fits, model_position_limit
+from simcse_weince.text.positions import MIN_SEQ_LENGTH, check_length_fits, model_position_limit
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,21 +118,38 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no_progress", action="store_true", help="hide progress bars")
 
 
-# the integer options' ranges: (lowest, highest or None); seeds go to numpy and scikit-learn (32 bits)
-INT_RANGES = {"batch_size": (1, None), "max_length": (MIN_SEQ_LENGTH, None), "seed": (0, 2**32 - 1)}
+SEED_MAX = 2**32 - 1  # seeds go to numpy and scikit-learn (32 bits)
+
+
+def _seed(name: str, value: object, owner: object = None) -> None:
+    """A seed: an integer in [0, :data:`SEED_MAX`]."""
+    if not (checks.is_real(value) and int(value) == value and 0 <= value <= SEED_MAX):
+        checks.fail(name, f"an integer in [0, {SEED_MAX}]", value)
+
+
+# the integer options' checks (:mod:`simcse_weince.checks`); --max_length unset is the model's own limit
+INT_CHECKS = {
+    "batch_size": checks.integer_at_least(1),
+    "max_length": checks.integer_at_least(MIN_SEQ_LENGTH),
+    "seed": _seed,
+}
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    """Each integer option in its range (:data:`INT_RANGES`); ``--max_length`` unset is the model's own limit.
+    """Each integer option set passes its check (:data:`INT_CHECKS`).
 
     Raises:
         ValueError: ``command line: --batch_size 0: expected an integer >= 1``.
     """
-    for name, (low, high) in INT_RANGES.items():
+    for name, check in INT_CHECKS.items():
         value = getattr(args, name)
-        if value is not None and not (low <= value and (high is None or value <= high)):
-            expected = f">= {low}" if high is None else f"in [{low}, {high}]"
-            raise ValueError(f"command line: --{name} {value}: expected an integer {expected}")
+        if value is None:
+            continue
+        try:
+            check(name, value)
+        except ValueError as err:  # "<name> must be <expected>, got <value>", said the command line's way
+            expected = str(err).partition(" must be ")[2].rpartition(", got ")[0]
+            raise ValueError(f"command line: --{name} {value}: expected {expected}") from None
 
 
 def _check_options(args: argparse.Namespace) -> None:

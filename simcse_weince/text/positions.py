@@ -7,6 +7,8 @@ from typing import Any
 
 from simcse_weince.training.config import ConfigError
 
+MIN_SEQ_LENGTH = 3  # [CLS], one token, [SEP]: shorter limits leave no sentence to encode
+
 # Architectures whose position ids start after the padding index (``padding_idx + 1``, as fairseq's RoBERTa):
 # their table of ``max_position_embeddings`` rows holds ``pad_token_id + 1`` fewer tokens (514 rows: 512 tokens).
 OFFSET_POSITIONS = frozenset(
