@@ -28,7 +28,27 @@ from simcse_weince.text.model import inference_max_length
 logger = logging.getLogger(__name__)
 
 
-class SimCSEEncoder:
+class _UniqueSentenceEncoder:
+    """The frame both encoders share: settings checked once, each unique sentence encoded once without gradient
+    (:meth:`_encode_unique`), the vectors returned in the input order as a float32 (N, D) array."""
+
+    def __init__(self, device: str | torch.device, batch_size: int, show_progress_bar: bool, precision: str) -> None:
+        self.batch_size = batch_size
+        self.show_progress_bar = show_progress_bar
+        self.precision = precision
+        autocast_context(device, precision)  # validates
+
+    @torch.no_grad()
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        uniq, inverse = unique_in_order(sentences)
+        return self._encode_unique(uniq)[inverse]
+
+    def _encode_unique(self, sentences: list[str]) -> np.ndarray:
+        """(U, D) float32 vectors of ``sentences``, all different, in their order."""
+        raise NotImplementedError
+
+
+class SimCSEEncoder(_UniqueSentenceEncoder):
     """Encode with a :class:`SimCSEModel` (inference pooler), a tokenizer and dynamic padding.
 
     Sentences are deduplicated, tokenised once, sorted by token length and encoded in batches of
@@ -51,18 +71,13 @@ class SimCSEEncoder:
         ``normalize`` L2-normalises the output (as a SentenceTransformer ``Normalize`` module does)."""
         self.model = model
         self.tokenizer = tokenizer
-        self.batch_size = batch_size
         self.max_length = max_length if max_length is not None else inference_max_length(tokenizer, model.config)
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
-        self.show_progress_bar = show_progress_bar
-        self.precision = precision
         self.normalize = normalize
-        autocast_context(self.device, precision)  # validates
+        super().__init__(self.device, batch_size, show_progress_bar, precision)
 
-    @torch.no_grad()
-    def encode(self, sentences: Sequence[str]) -> np.ndarray:
-        uniq, inverse = unique_in_order(sentences)
-        enc = self.tokenizer(uniq, truncation=True, max_length=self.max_length, padding=False)
+    def _encode_unique(self, sentences: list[str]) -> np.ndarray:
+        enc = self.tokenizer(sentences, truncation=True, max_length=self.max_length, padding=False)
         ids = enc["input_ids"]
         order = np.argsort([len(x) for x in ids], kind="stable")
         was_training = self.model.training
@@ -81,33 +96,26 @@ class SimCSEEncoder:
                     emb = torch.nn.functional.normalize(emb, dim=-1)
                 emb = emb.cpu().numpy()
                 if out is None:
-                    out = np.empty((len(uniq), emb.shape[1]), dtype=np.float32)
+                    out = np.empty((len(sentences), emb.shape[1]), dtype=np.float32)
                 out[idx] = emb
         finally:
             self.model.train(was_training)
-        if out is None:
-            return np.zeros((len(sentences), 0), dtype=np.float32)
-        return out[inverse]
+        return np.zeros((0, 0), dtype=np.float32) if out is None else out  # out is None: no sentences
 
 
-class SentenceTransformerEncoder:
+class SentenceTransformerEncoder(_UniqueSentenceEncoder):
     """Encode with a ``SentenceTransformer`` (its own pooling and normalisation), unique sentences once."""
 
     def __init__(self, model, batch_size: int = 128, show_progress_bar: bool = False, precision: str = "fp32") -> None:
         self.model = model
-        self.batch_size = batch_size
-        self.show_progress_bar = show_progress_bar
-        self.precision = precision
-        autocast_context(model.device, precision)  # validates
+        super().__init__(model.device, batch_size, show_progress_bar, precision)
 
-    @torch.no_grad()
-    def encode(self, sentences: Sequence[str]) -> np.ndarray:
-        uniq, inverse = unique_in_order(sentences)
+    def _encode_unique(self, sentences: list[str]) -> np.ndarray:
         with autocast_context(self.model.device, self.precision):
             emb = self.model.encode(
-                uniq, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=self.show_progress_bar
+                sentences, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=self.show_progress_bar
             )
-        return np.asarray(emb, dtype=np.float32)[inverse]
+        return np.asarray(emb, dtype=np.float32)
 
 
 def load_text_encoder(
