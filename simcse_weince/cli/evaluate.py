@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tasks",
         default="sts",
-        help="sts | transfer | retrieval | all | comma-separated task names, and retrieval:PATH for a BEIR folder "
+        help="sts | transfer | retrieval | all | comma-separated task names, sts:PATH for a CSV/TSV/JSONL file of "
+        "sentence1, sentence2, score, and retrieval:PATH for a BEIR folder "
         "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv) or its qrels file; 'retrieval' alone runs the offline "
         "tasks STSB-paraphrase, MRPC-paraphrase, SICK-entailment (constructed here, not published benchmarks)",
     )

@@ -30,12 +30,7 @@ from simcse_weince.text.model import SimCSEModel, inference_max_length, load_hf_
 from simcse_weince.text.model_card import inference_description, render_model_card, score_label
 from simcse_weince.text.positions import check_length_fits, model_position_limit
 from simcse_weince.text.trainer import SimCSETrainer
-from simcse_weince.text.validation import (
-    ValidationEvaluator,
-    check_scores_vary,
-    load_validation_task,
-    parse_validation,
-)
+from simcse_weince.text.validation import ValidationEvaluator, parse_validation
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import SettingSources, parse_config_and_sources, save_run_info
 from simcse_weince.training.ending import exit_code, finish_run
@@ -46,30 +41,31 @@ logger = logging.getLogger(__name__)
 ARG_GROUPS = (ModelArguments, DataArguments, LossArguments, SimCSETrainingArguments)
 
 
+def senteval_folder(data: DataArguments) -> Path | None:
+    """The configured SentEval folder (``None``: STS-B from the Hub)."""
+    return senteval_root(resolve_data_path(data.senteval_dir) if data.senteval_dir else None)
+
+
 def stsb_task(data: DataArguments, split: str) -> STSTask:
     """STS-B ``split`` from the configured SentEval folder, cut to ``eval_max_pairs`` pairs if set."""
-    root = senteval_root(resolve_data_path(data.senteval_dir) if data.senteval_dir else None)
-    return load_sts_task("STSBenchmark", root, split).first_pairs(data.eval_max_pairs)
+    return load_sts_task("STSBenchmark", senteval_folder(data), split).first_pairs(data.eval_max_pairs)
 
 
 def evaluation_tasks(data: DataArguments, metric: str | None) -> tuple[dict, dict]:
     """The tasks scored during and after training, every file read (before the model loads): ``{"stsb_dev" or
-    "validation": the validation task, "stsb_test": STS-B test (with eval_test_at_end)}``, and what
-    ``results.json`` records of the validation (its setting, label and the metric that picks the best checkpoint).
+    "validation": (the validation, its task), "stsb_test": (STS-B, its test split, with eval_test_at_end)}``, and
+    what ``results.json`` records of the validation (its setting, label and the metric that picks the best
+    checkpoint).
 
     Raises:
         ValueError: ``metric`` is not one the validation reports.
     """
     chosen = parse_validation(data.validation)
     record = {"setting": chosen.spec, "label": chosen.label, "metric": chosen.check_metric(metric)}
-    if chosen.kind == "stsb":
-        tasks = {"stsb_dev": stsb_task(data, "dev")}
-    else:
-        task = load_validation_task(chosen)
-        tasks = {"validation": task.first_pairs(data.eval_max_pairs) if isinstance(task, STSTask) else task}
-        check_scores_vary(tasks["validation"], chosen)
+    key = "stsb_dev" if chosen.spec == "stsb" else "validation"
+    tasks = {key: (chosen, chosen.load(senteval_folder(data), data.eval_max_pairs))}
     if data.eval_test_at_end:
-        tasks["stsb_test"] = stsb_task(data, "test")
+        tasks["stsb_test"] = (parse_validation("stsb"), stsb_task(data, "test"))
     return tasks, record
 
 
@@ -109,10 +105,9 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
     normalize, max_len = inference_settings(model_path)
     show = not args.disable_tqdm and args.process_index == 0
     evaluators = {
-        key: ValidationEvaluator(task, tokenizer, data_args.eval_batch_size, args.device, show, "sts" if key ==
-                                 "validation" else "stsb", max_len)
-        for key, task in tasks.items()
-    }  # fmt: skip
+        key: ValidationEvaluator(chosen, task, tokenizer, data_args.eval_batch_size, args.device, show, max_len)
+        for key, (chosen, task) in tasks.items()
+    }
     picked = {key: validation["metric"] if key != "stsb_test" else "stsb_spearman" for key in evaluators}
     trainer = SimCSETrainer(
         model=model, args=args, train_dataset=corpus, data_collator=SimCSECollator(tokenizer),

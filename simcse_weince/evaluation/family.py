@@ -6,6 +6,11 @@ task's files (every file of every requested task is read before anything is enco
 one line first), runs a loaded task on an :class:`~simcse_weince.evaluation.encoder.Encoder`, and gives the
 report its columns (one headline number per task, averaged into the family's "Avg." column), its measure line
 and any notes or detail table. A new family is one module defining such an object plus one line in the registry.
+
+A family whose tasks can pick a training run's best checkpoint (its ``validation`` setting) says so for each such
+task with a :class:`DevSet` (:meth:`TaskFamily.dev_set`): the setting is then the ``--tasks`` spelling of that one
+task, scored on its dev split, under the metric names the DevSet declares (``metric_for_best_model`` names one).
+A new kind of validation is one family declaring its dev sets and their scores, nothing else.
 """
 
 from __future__ import annotations
@@ -55,16 +60,49 @@ class RunOptions:
     log: Callable[[str], None] = logging.getLogger("simcse_weince.evaluation").info
 
 
+@dataclass(frozen=True)
+class DevSet:
+    """One task of a family as a training run's dev set: what a ``validation`` setting naming it scores.
+
+    Attributes:
+        family: the family's name.
+        task: the task name the family resolved (what its ``load`` and ``run`` take), loaded in ``dev`` mode.
+        spec: the setting's canonical spelling, recorded with the run (``stsb``, ``sts:PATH``, ``retrieval:PATH``).
+        label: what it is, for the training summary, the model card and ``results.json`` (``STS-B dev``).
+        prefix: the prefix of its metric names (``stsb`` -> ``stsb_spearman``).
+        metric_names: the names :meth:`TaskFamily.dev_scores` reports, without the prefix, the first the main one.
+        pairs: whether it is scored sentence pairs, which ``eval_max_pairs`` cuts.
+    """
+
+    family: str
+    task: str
+    spec: str
+    label: str
+    prefix: str
+    metric_names: tuple[str, ...]
+    pairs: bool = False
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """Its metric names as the Trainer logs them without ``eval_`` (``metric_for_best_model``'s choices)."""
+        return tuple(f"{self.prefix}_{name}" for name in self.metric_names)
+
+
 class TaskFamily(ABC):
     """One family of evaluation tasks.
 
     Class attributes:
         name: the family's word in ``--tasks`` and its key in the report's JSON (``sts``, ``transfer``).
         average_label: the report column averaging its tasks' headline numbers (``STS Avg.``).
+        path_prefix: the prefix of a task spec that ends in a user's path (``retrieval:``), if the family has one.
+        dev_forms: how a ``validation`` setting names the family's dev sets, for messages (``stsb (STS-B dev)``);
+            empty when none of its tasks is one.
     """
 
     name: str
     average_label: str
+    path_prefix: str | None = None
+    dev_forms: tuple[str, ...] = ()
 
     @property
     @abstractmethod
@@ -120,3 +158,24 @@ class TaskFamily(ABC):
     def detail(self, results: Mapping[str, TaskResult], mode: str) -> str | None:
         """An optional table of every metric of every task, printed after the main table."""
         return None
+
+    def dev_set(self, task: str) -> DevSet | None:
+        """How ``task`` (a resolved name) serves as a training run's dev set, or ``None``: it cannot (the default)."""
+        return None
+
+    def dev_task(self, dev: DevSet, loaded: Any, max_pairs: int | None) -> Any:
+        """The loaded dev set as it is scored at every evaluation: its first ``max_pairs`` pairs (when ``dev.pairs``
+        and ``max_pairs`` is set), checked that it can rank checkpoints.
+
+        Raises:
+            ValueError: its scores could not choose a checkpoint (the reason, not the setting).
+        """
+        return loaded
+
+    def dev_scores(self, result: TaskResult) -> dict[str, float]:
+        """A dev set's result -> ``{metric name without the prefix: value × 100}``, its DevSet's ``metric_names``."""
+        raise NotImplementedError(f"the {self.name} family has no dev sets")
+
+    def num_samples(self, loaded: Any) -> int:
+        """How many samples (pairs, queries) one run of the loaded task scores (the Trainer's samples/s)."""
+        return 0

@@ -28,20 +28,23 @@ logger = logging.getLogger(__name__)
 __all__ = ["MODES", "CachingEncoder", "EvaluationReport", "TaskSet", "load_tasks", "resolve_tasks", "run_evaluation"]
 
 
-PATH_PREFIXES = ("retrieval:",)  # the specs that end in a path, which may hold commas
+def path_prefixes() -> tuple[str, ...]:
+    """The prefixes of the specs that end in a path, which may hold commas (``sts:``, ``retrieval:``)."""
+    return tuple(fam.path_prefix for fam in FAMILIES.values() if fam.path_prefix)
 
 
 def split_spec(spec: str) -> list[str]:
     """The parts of a comma-separated task spec; a comma inside a path (``retrieval:/data/beir,v2``) is kept.
 
-    After a part that names a path (:data:`PATH_PREFIXES`), a comma splits only where the next part starts a
+    After a part that names a path (:func:`path_prefixes`), a comma splits only where the next part starts a
     task (``all``, a family's word, a task name or alias, a prefix) and the path joined with it does not exist;
     otherwise the part is the path's continuation.
     """
     parts: list[str] = []
+    prefixes = path_prefixes()
     for part in spec.split(","):
         last = parts[-1].strip() if parts else ""
-        prefix = next((p for p in PATH_PREFIXES if last.lower().startswith(p)), None)
+        prefix = next((p for p in prefixes if last.lower().startswith(p)), None)
         if prefix is not None:
             joined = f"{last[len(prefix) :].strip()},{part}"
             if not _starts_task(part) or (Path(joined).exists() and not Path(last[len(prefix) :].strip()).exists()):
@@ -54,7 +57,7 @@ def split_spec(spec: str) -> list[str]:
 def _starts_task(part: str) -> bool:
     """Whether ``part`` (of a comma-separated spec) names a task, a family or ``all``, or starts a prefix."""
     name = part.strip()
-    if name.lower() in ("all", *FAMILIES) or name.lower().startswith(PATH_PREFIXES):
+    if name.lower() in ("all", *FAMILIES) or name.lower().startswith(path_prefixes()):
         return True
     return any(fam.resolve(name) is not None for fam in FAMILIES.values())
 
@@ -64,8 +67,8 @@ def resolve_tasks(spec: str | Sequence[str]) -> dict[str, list[str]]:
 
     The spec is a comma-separated string (:func:`split_spec`: commas inside a path kept) or a list of: ``all``
     (every family's built-in tasks), a family's word (``sts``, ``transfer``, ``retrieval``: its built-in tasks),
-    a task name or alias (case-insensitive), or a family's own spec (``retrieval:PATH``). Every family appears
-    in the result, in registry order.
+    a task name or alias (case-insensitive), or a family's own spec (``sts:PATH``, ``retrieval:PATH``). Every
+    family appears in the result, in registry order.
     """
     names = split_spec(spec) if isinstance(spec, str) else list(spec)
     chosen: dict[str, list[str]] = {f: [] for f in FAMILIES}
@@ -89,8 +92,9 @@ def resolve_tasks(spec: str | Sequence[str]) -> dict[str, list[str]]:
                 break
         else:
             known = [t for fam in FAMILIES.values() for t in fam.builtin_tasks]
+            paths = ", ".join(f"{p}PATH" for p in path_prefixes())
             raise ValueError(
-                f"unknown task {raw!r}; expected all, {', '.join(FAMILIES)}, retrieval:PATH or names from {known}"
+                f"unknown task {raw!r}; expected all, {', '.join(FAMILIES)}, {paths} or names from {known}"
             )
     return chosen
 

@@ -120,10 +120,10 @@ class DataArguments:
     validation: str = field(
         default="stsb",
         metadata={
-            "help": "What the best checkpoint is chosen on: stsb (STS-B dev, the default), sts:PATH (a CSV/TSV/JSONL "
-            "file of sentence1, sentence2, score) or retrieval:PATH (a BEIR folder, its qrels/dev.tsv, or a qrels "
-            "file); metric_for_best_model names the metric (stsb_spearman; sts_spearman; retrieval_ndcg@10, "
-            "retrieval_mrr@10, ...)."
+            "help": "What the best checkpoint is chosen on, one task as evaluate_sts.py --tasks names it whose family "
+            "has a dev set: stsb (STS-B dev, the default), sts:PATH (a CSV/TSV/JSONL file of sentence1, sentence2, "
+            "score) or retrieval:PATH (a BEIR folder, its qrels/dev.tsv, or a qrels file); metric_for_best_model "
+            "names the metric (stsb_spearman; sts_spearman; retrieval_ndcg@10, retrieval_mrr@10, ...)."
         },
     )
     eval_max_pairs: int | None = field(
@@ -165,9 +165,9 @@ class DataArguments:
         check_at_least("preprocessing_num_workers", self.preprocessing_num_workers, 1)
         check_at_least("eval_max_pairs", self.eval_max_pairs, 2)
         chosen = parse_validation(self.validation)
-        if chosen.kind == "retrieval" and self.eval_max_pairs is not None:
+        if not chosen.dev.pairs and self.eval_max_pairs is not None:
             raise ValueError(
-                f"eval_max_pairs cuts STS pairs, but validation {self.validation!r} is a retrieval folder; expected "
+                f"eval_max_pairs cuts STS pairs, but validation {self.validation!r} is a {chosen.label}; expected "
                 "eval_max_pairs unset (or an STS validation)"
             )
         check_at_least("eval_batch_size", self.eval_batch_size, 1)

@@ -1,54 +1,58 @@
-"""What a training run validates on, to keep its best checkpoint: STS-B dev (the default), a user's STS file, or a
-retrieval folder in the BEIR layout.
+"""What a training run validates on, to keep its best checkpoint: one evaluation task that its family declares as
+a dev set (:class:`~simcse_weince.evaluation.family.DevSet`), written as ``evaluate_sts.py --tasks`` writes it.
 
-``validation`` (a data setting) is ``stsb``, ``sts:PATH`` (scored sentence pairs: CSV/TSV with a header naming
-sentence1, sentence2, score, or JSON Lines with those keys) or ``retrieval:PATH`` (a BEIR folder, scored on its
-``qrels/dev.tsv``, or the qrels file PATH names). Each gives the Trainer's evaluation these metrics (× 100, the
-Trainer adds ``eval_``); ``metric_for_best_model`` names the one that decides:
-
-* ``stsb``: ``stsb_spearman``, ``stsb_pearson`` (cosine);
-* ``sts:PATH``: ``sts_spearman``, ``sts_pearson``;
-* ``retrieval:PATH``: ``retrieval_ndcg@10``, ``retrieval_mrr@10``, ``retrieval_map@100``, ``retrieval_recall@k``,
-  ``retrieval_accuracy@k`` (the metrics of :mod:`simcse_weince.evaluation.retrieval`).
+Today's dev sets (``validation``, then the metrics × 100 that ``metric_for_best_model`` names, the Trainer adding
+``eval_``): ``stsb`` (STS-B dev, the default: ``stsb_spearman``, ``stsb_pearson``), ``sts:PATH`` (a CSV/TSV/JSONL
+file of sentence1, sentence2, score: ``sts_spearman``, ``sts_pearson``) and ``retrieval:PATH`` (a BEIR folder scored
+on its ``qrels/dev.tsv``, or the qrels file PATH names: ``retrieval_ndcg@10``, ``retrieval_mrr@10``, ...). The
+families (:mod:`simcse_weince.evaluation.families`) say which of their tasks are dev sets and what they report.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
-from simcse_weince.evaluation.retrieval import METRIC_NAMES, evaluate_retrieval
-from simcse_weince.evaluation.retrieval_data import RetrievalTask, load_beir_folder
-from simcse_weince.evaluation.sts import evaluate_sts
-from simcse_weince.evaluation.sts_data import STSTask, load_sts_file
+from simcse_weince.evaluation.families import FAMILIES
+from simcse_weince.evaluation.family import DevSet, RunOptions, TaskFamily
+from simcse_weince.evaluation.runner import resolve_tasks
 from simcse_weince.text.encoder import SimCSEEncoder
-
-KINDS = ("stsb", "sts", "retrieval")
 
 
 @dataclass(frozen=True)
 class Validation:
-    """A parsed ``validation`` setting: ``kind`` (``stsb`` | ``sts`` | ``retrieval``) and its ``path``."""
+    """A ``validation`` setting, resolved (on construction) to the dev set it names; ``spec`` is its canonical
+    spelling (``Validation("STS-B").spec == "stsb"``).
 
-    kind: str
-    path: str | None = None
+    Raises:
+        ValueError: it names no single task that a family declares as a dev set (names the forms there are).
+    """
+
+    spec: str
+    dev: DevSet = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        dev = _dev_set(self.spec)
+        object.__setattr__(self, "dev", dev)
+        object.__setattr__(self, "spec", dev.spec)
+
+    @property
+    def family(self) -> TaskFamily:
+        return FAMILIES[self.dev.family]
 
     @property
     def metrics(self) -> tuple[str, ...]:
         """The metric names its evaluation reports (without the Trainer's ``eval_``)."""
-        if self.kind == "retrieval":
-            return tuple(f"retrieval_{m}" for m in METRIC_NAMES)
-        return (f"{self.kind}_spearman", f"{self.kind}_pearson")
+        return self.dev.metrics
 
     @property
     def label(self) -> str:
         """What it is, for the summary, the model card and ``results.json``."""
-        if self.kind == "stsb":
-            return "STS-B dev"
-        what = "STS file" if self.kind == "sts" else "retrieval folder"
-        return f"{what} {self.path}"
+        return self.dev.label
 
     def check_metric(self, metric: str | None) -> str:
         """``metric`` (``metric_for_best_model``, with or without ``eval_``) if this validation reports it.
@@ -64,95 +68,78 @@ class Validation:
             )
         return name
 
-    @property
-    def spec(self) -> str:
-        return self.kind if self.path is None else f"{self.kind}:{self.path}"
+    def load(self, data_dir: Path | None, max_pairs: int | None = None) -> Any:
+        """Read its dev split (built-in tasks from the SentEval folder ``data_dir``), as scored at every evaluation:
+        cut to ``max_pairs`` pairs when it has pairs, checked that it can rank checkpoints.
+
+        Raises:
+            FileNotFoundError, ValueError: a missing or malformed file; scores that cannot choose a checkpoint.
+        """
+        loaded = self.family.load(self.dev.task, "dev", data_dir)
+        try:
+            return self.family.dev_task(self.dev, loaded, max_pairs)
+        except ValueError as err:
+            raise ValueError(f"validation {self.spec}: {err}") from None
+
+
+def _dev_set(spec: str) -> DevSet:
+    """The dev set that ``spec`` (one task, as ``--tasks`` writes it) names."""
+    try:
+        tasks = [(family, task) for family, names in resolve_tasks([str(spec)]).items() for task in names]
+    except ValueError:
+        tasks = []
+    dev = FAMILIES[tasks[0][0]].dev_set(tasks[0][1]) if len(tasks) == 1 else None
+    if dev is None:
+        forms = [form for family in FAMILIES.values() for form in family.dev_forms]
+        raise ValueError(f"validation {spec!r}: expected {', '.join(forms[:-1])} or {forms[-1]}")
+    return dev
 
 
 def parse_validation(spec: str) -> Validation:
-    """``stsb`` | ``sts:PATH`` | ``retrieval:PATH`` -> :class:`Validation` (the path is checked when it is read).
+    """A ``validation`` setting -> :class:`Validation` (a file or folder is read by :meth:`Validation.load`).
 
     Raises:
-        ValueError: another form (names the three).
+        ValueError: it names no dev set (names the forms there are).
     """
-    kind, sep, path = str(spec).partition(":")
-    kind = kind.strip().lower()
-    if kind == "stsb" and not sep:
-        return Validation("stsb")
-    if kind in ("sts", "retrieval") and path.strip():
-        return Validation(kind, path.strip())
-    raise ValueError(
-        f"validation {spec!r}: expected stsb (STS-B dev), sts:PATH (a CSV/TSV/JSONL file of sentence1, sentence2, "
-        "score) or retrieval:PATH (a BEIR folder or its qrels file)"
-    )
-
-
-def load_validation_task(validation: Validation) -> STSTask | RetrievalTask:
-    """Read a user's validation file or folder (``stsb`` is read by the caller, from the SentEval folder)."""
-    if validation.kind == "sts":
-        return load_sts_file(validation.path or "")
-    if validation.kind == "retrieval":
-        return load_beir_folder(validation.path or "", "dev")
-    raise ValueError(f"validation {validation.spec!r} is read from the SentEval folder")
-
-
-def check_scores_vary(task: STSTask | RetrievalTask, validation: Validation) -> None:
-    """An STS validation whose scored pairs (after ``eval_max_pairs``) all have one score is refused: Spearman and
-    Pearson correlations with a constant are undefined (NaN at every evaluation), so no checkpoint could be chosen
-    by them, and the last one would be kept as "best".
-
-    Raises:
-        ValueError: names the file, the score and how many pairs carry it.
-    """
-    if not isinstance(task, STSTask):
-        return
-    scores = task.subsets[0].scores
-    if len(scores) >= 2 and min(scores) == max(scores):
-        raise ValueError(
-            f"validation {validation.spec}: all {len(scores)} scored pairs have the score {scores[0]:g}, so their "
-            "correlation with the model's similarities is undefined (NaN) and no best checkpoint can be chosen; "
-            "use an STS file whose scores vary (or, with eval_max_pairs, whose first pairs do), or validation: stsb"
-        )
+    return Validation(spec)
 
 
 class ValidationEvaluator:
-    """``evaluator(model) -> {metric: value × 100}`` of the current model (its inference pooler) on an STS task
-    (``{name}_spearman``, ``{name}_pearson``) or a retrieval task (``retrieval_<metric>``).
+    """``evaluator(model) -> {metric: value × 100}`` of the current model (its inference pooler) on a loaded dev set,
+    under its validation's metric names.
 
     Args:
-        task: an :class:`STSTask` (its first subset is scored) or a :class:`RetrievalTask`.
+        validation: what ``task`` is (its family runs and scores it).
+        task: the loaded task (:meth:`Validation.load`).
         tokenizer: the model's tokenizer.
         batch_size: sentences per encoding batch.
         device: where the model lives.
         show_progress_bar: encoding progress bars.
-        name: metric name prefix of an STS task (``stsb``, ``sts``).
         max_length: token limit of the encoder (default: the model's, at most 512), as the exported folder.
     """
 
     def __init__(
         self,
-        task: STSTask | RetrievalTask,
+        validation: Validation,
+        task: Any,
         tokenizer,
         batch_size: int = 128,
         device: str | torch.device | None = None,
         show_progress_bar: bool = False,
-        name: str = "stsb",
         max_length: int | None = None,
     ) -> None:
+        self.validation = validation
         self.task = task
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.device = device
         self.show_progress_bar = show_progress_bar
-        self.name = "retrieval" if isinstance(task, RetrievalTask) else name
         self.max_length = max_length
 
     @property
     def num_samples(self) -> int:
-        """Sentence pairs (STS) or queries (retrieval) scored per evaluation."""
-        if isinstance(self.task, RetrievalTask):
-            return len(self.task.queries)
-        return sum(len(sub.scores) for sub in self.task.subsets)
+        """Samples (sentence pairs, queries) scored per evaluation."""
+        return self.validation.family.num_samples(self.task)
 
     def __call__(self, model: nn.Module) -> dict[str, float]:
         encoder = SimCSEEncoder(
@@ -163,8 +150,11 @@ class ValidationEvaluator:
             device=self.device,
             show_progress_bar=self.show_progress_bar,
         )
-        if isinstance(self.task, RetrievalTask):
-            metrics = evaluate_retrieval(encoder, self.task, device=self.device).metrics
-            return {f"retrieval_{k}": 100.0 * v for k, v in metrics.items()}
-        result = evaluate_sts(encoder, self.task)
-        return {f"{self.name}_spearman": result.main, f"{self.name}_pearson": result.pearson["all"]}
+        dev, family = self.validation.dev, self.validation.family
+        options = RunOptions(mode="dev", device=self.device, log=_quiet)  # the Trainer logs the metrics
+        result = family.run(encoder, dev.task, self.task, options)
+        return {f"{dev.prefix}_{name}": value for name, value in family.dev_scores(result).items()}
+
+
+def _quiet(message: str) -> None:
+    """A family's progress line, not printed at every evaluation of a training run."""

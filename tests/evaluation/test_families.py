@@ -89,3 +89,21 @@ def test_retrieval_reports_label_the_tasks_constructed_here(shared_data: Path, t
     text = report.markdown()
     assert "constructed by this project from SentEval's files, not published benchmarks" in text
     assert "| task | queries | documents | ndcg@10 |" in text  # the detail table
+
+
+def test_an_sts_file_is_a_task_spec_as_a_retrieval_folder_is(tmp_path: Path) -> None:
+    """``sts:PATH`` (the training validation's spelling) runs in every mode, a comma in its path kept, and its
+    report column is the file's name."""
+    from simcse_weince.evaluation.sts import evaluate_sts
+    from simcse_weince.evaluation.sts_data import load_sts_file
+
+    path = tmp_path / "pairs,v2.csv"
+    rows = [("A man plays.", "Someone plays.", 4.5), ("A cat.", "A car.", 0.5), ("Rain.", "It rains.", 3.0)]
+    path.write_text("sentence1,sentence2,score\n" + "".join(f'"{a}","{b}",{s}\n' for a, b, s in rows))
+    assert resolve_tasks(f"sts:{path},STSB")["sts"] == [f"sts:{path}", "STSBenchmark"]
+    assert resolve_tasks(f"STS: {path}")["sts"] == [f"sts:{path}"]
+    with pytest.raises(ValueError, match="task 'sts:' names no file; expected sts:PATH"):
+        resolve_tasks("sts:")
+    for mode in ("dev", "test"):
+        report = run_evaluation(HashEncoder(), "hash", load_tasks(f"sts:{path}", mode, None))
+        assert report.scores("sts") == {"pairs,v2": evaluate_sts(HashEncoder(), load_sts_file(path)).main}

@@ -6,11 +6,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simcse_weince.cli.train_text import run
-from simcse_weince.evaluation.retrieval_data import load_builtin_task
-from simcse_weince.text.validation import Validation, parse_validation
+from simcse_weince.evaluation.families import FAMILIES
+from simcse_weince.evaluation.family import DevSet
+from simcse_weince.evaluation.retrieval import evaluate_retrieval
+from simcse_weince.evaluation.retrieval_data import load_beir_folder, load_builtin_task
+from simcse_weince.evaluation.sts import evaluate_sts
+from simcse_weince.evaluation.sts_data import load_sts_task
+from simcse_weince.text import validation as validation_module
+from simcse_weince.text.validation import Validation, ValidationEvaluator, parse_validation
+from tests.evaluation.test_families import HashEncoder, LengthFamily, LengthResult
 from tests.helpers import argv
 
 
@@ -95,3 +103,58 @@ def test_validation_settings_and_their_metrics() -> None:
         parse_validation("retrieval:/x/y").check_metric("stsb_spearman")
     with pytest.raises(ValueError, match="expected stsb"):
         parse_validation("retrieval")
+
+
+def _hash_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evaluator's SimCSEEncoder replaced by a model-free encoder (a fixed vector per sentence)."""
+    monkeypatch.setattr(validation_module, "SimCSEEncoder", lambda *args, **kwargs: HashEncoder())
+
+
+def test_the_evaluator_reports_what_the_evaluation_families_compute(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The validation's numbers are the evaluation's (STS: Spearman and Pearson "all"; retrieval: every metric),
+    × 100 under today's names, on the same split, cut to eval_max_pairs."""
+    _hash_encoded(monkeypatch)
+    senteval = shared_data / "senteval" / "downstream"
+    stsb = parse_validation("STS-B")
+    assert stsb == Validation("stsb") and stsb.spec == "stsb" and stsb.label == "STS-B dev"
+    task = stsb.load(senteval, max_pairs=50)
+    expected = evaluate_sts(HashEncoder(), load_sts_task("STSBenchmark", senteval, "dev").first_pairs(50))
+    evaluator = ValidationEvaluator(stsb, task, tokenizer=None)
+    assert evaluator(None) == {"stsb_spearman": expected.main, "stsb_pearson": expected.pearson["all"]}
+    assert evaluator.num_samples == 50
+    folder = _retrieval_folder(senteval, tmp_path / "val")
+    chosen = parse_validation(f"retrieval:{folder}")
+    evaluator = ValidationEvaluator(chosen, chosen.load(senteval), tokenizer=None)
+    metrics = evaluate_retrieval(HashEncoder(), load_beir_folder(folder, "dev")).metrics
+    assert evaluator(None) == {f"retrieval_{k}": 100.0 * v for k, v in metrics.items()}
+    assert list(evaluator(None)) == list(chosen.metrics) and evaluator.num_samples == 60
+
+
+class DevLengths(LengthFamily):
+    """The toy family of the evaluation tests, declaring its task "long" a dev set: all a new validation needs."""
+
+    dev_forms = ("long (a few long sentences)",)
+
+    def dev_set(self, task: str) -> DevSet | None:
+        return DevSet(self.name, task, task, "long sentences", "lengths", ("mean_norm",)) if task == "long" else None
+
+    def dev_scores(self, result: LengthResult) -> dict[str, float]:
+        return {"mean_norm": result.mean_norm}
+
+    def num_samples(self, loaded: list[str]) -> int:
+        return len(loaded)
+
+
+def test_a_new_validation_is_a_family_declaring_its_dev_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(FAMILIES, "lengths", DevLengths())
+    _hash_encoded(monkeypatch)
+    chosen = parse_validation("LONG")  # as --tasks names it
+    assert chosen.spec == "long" and chosen.metrics == ("lengths_mean_norm",)
+    assert chosen.check_metric("eval_lengths_mean_norm") == "lengths_mean_norm"
+    evaluator = ValidationEvaluator(chosen, chosen.load(None), tokenizer=None)
+    norms = np.linalg.norm(HashEncoder().encode(["a long sentence", "another long one"]), axis=1)
+    assert evaluator(None) == {"lengths_mean_norm": pytest.approx(norms.mean())} and evaluator.num_samples == 2
+    with pytest.raises(ValueError, match=r"validation 'short': expected stsb \(STS-B dev\), .* or long \(a few long"):
+        parse_validation("short")  # a task of the family that is no dev set

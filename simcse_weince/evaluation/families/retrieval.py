@@ -3,7 +3,10 @@ here from SentEval's files (``retrieval`` alone, or their names: STSB-paraphrase
 SICK-entailment). Metrics as sentence-transformers' ``InformationRetrievalEvaluator`` (see
 :mod:`simcse_weince.evaluation.retrieval`); the table's headline is nDCG@10 × 100, the detail table has all of
 them. Splits: a folder's ``qrels/dev.tsv`` in ``dev`` mode, ``qrels/test.tsv`` otherwise (or the qrels file that
-PATH names)."""
+PATH names).
+
+Dev set of a training run (``validation``): ``retrieval:PATH``, scored on its dev qrels, with every metric × 100
+under ``retrieval_<metric>`` (``retrieval_ndcg@10``, ``retrieval_mrr@10``, ...)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from simcse_weince.evaluation.encoder import Encoder
-from simcse_weince.evaluation.family import RunOptions, TaskFamily
+from simcse_weince.evaluation.family import DevSet, RunOptions, TaskFamily
 from simcse_weince.evaluation.retrieval import METRIC_NAMES, RetrievalResult, evaluate_retrieval
 from simcse_weince.evaluation.retrieval_data import BUILTIN_TASKS, RetrievalTask, load_beir_folder, load_builtin_task
 
@@ -26,6 +29,8 @@ def folder_split(mode: str) -> str:
 class RetrievalFamily(TaskFamily):
     name = "retrieval"
     average_label = "Retrieval Avg."
+    path_prefix = PREFIX
+    dev_forms = ("retrieval:PATH (a BEIR folder or its qrels file)",)
 
     @property
     def builtin_tasks(self) -> tuple[str, ...]:
@@ -82,6 +87,17 @@ class RetrievalFamily(TaskFamily):
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(["Retrieval (× 100):", "", *lines])
+
+    def dev_set(self, task: str) -> DevSet | None:
+        if not task.startswith(PREFIX):
+            return None
+        return DevSet(self.name, task, task, f"retrieval folder {task[len(PREFIX) :]}", "retrieval", METRIC_NAMES)
+
+    def dev_scores(self, result: RetrievalResult) -> dict[str, float]:
+        return {name: 100.0 * value for name, value in result.metrics.items()}
+
+    def num_samples(self, loaded: RetrievalTask) -> int:
+        return len(loaded.queries)
 
 
 FAMILY = RetrievalFamily()
