@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from simcse_weince.training.model_card import RunFacts, render_card
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # read by type checkers only; typing.Unpack from Python 3.11 on
 
 CARD = """---
 library_name: sentence-transformers
@@ -61,15 +65,7 @@ def render_model_card(
     base_model: str,
     from_config: bool,
     data_desc: str,
-    loss_name: str,
-    loss_config: dict[str, Any],
-    citation: str,
-    steps: int,
-    batch: int,
-    processes: int,
-    lr: float,
     max_len: int,
-    precision: str,
     pooler: str,
     inference_pooler: str,
     eval_steps: Any,
@@ -79,37 +75,31 @@ def render_model_card(
     inference_desc: str = "",
     supervised: bool = False,
     selection: str = "best stsb_spearman on STS-B dev",
+    **facts: Unpack[RunFacts],
 ) -> str:
     """The card's text. ``supervised``: trained on pairs (and hard negatives), SimCSE's supervised mode; else on
     single sentences with dropout views (``data_desc`` says which rows and how many). ``selection`` says what
-    picked the checkpoint (the metric and the validation)."""
-    rows = "\n".join(f"| {k} | {v:.2f} |" for k, v in scores.items()) or "| (not evaluated) | |"
+    picked the checkpoint (the metric and the validation). ``facts``: the loss and the run, as both cards take
+    them (:class:`~simcse_weince.training.model_card.RunFacts`)."""
     base_desc = (
         f"`{base_model}` architecture, randomly initialised from its config" if from_config else f"`{base_model}`"
     )
-    return CARD.format(
-        title=f"SimCSE-{loss_name} ({base_model.rstrip('/').split('/')[-1]})",
-        loss_tag=loss_name.lower(),
+    return render_card(
+        CARD,
+        scores,
+        facts,
+        title=f"SimCSE-{facts['loss_name']} ({base_model.rstrip('/').split('/')[-1]})",
         base_model=base_model,
         base_desc=base_desc,
         data_desc=data_desc,
-        loss_name=loss_name,
-        loss_config=json.dumps(loss_config, sort_keys=True),
-        steps=steps,
-        batch=batch,
-        processes=processes,
-        lr=lr,
         max_len=max_len,
-        precision=precision,
         pooler=pooler,
         inference_pooler=inference_pooler,
         eval_steps=eval_steps,
         selection=selection,
-        score_rows=rows,
         note=note,
         usage_path=usage_path,
         inference_desc=inference_desc,
-        citation=citation.strip(),
         mode="Supervised" if supervised else "Unsupervised",
     )
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simcse_weince.training.ending import LOCAL_USAGE_PATH
+from simcse_weince.training.model_card import RunFacts, render_card
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # read by type checkers only; typing.Unpack from Python 3.11 on
 
 CARD = """---
 tags:
@@ -58,36 +61,22 @@ def render_vision_card(
     config: dict[str, Any],
     dataset: str,
     train_images: int,
-    loss_name: str,
-    loss_config: dict[str, Any],
-    citation: str,
-    steps: int,
-    batch: int,
-    processes: int,
-    lr: float,
-    precision: str,
     scores: dict[str, float],
     usage_path: str = LOCAL_USAGE_PATH,
+    **facts: Unpack[RunFacts],
 ) -> str:
-    """The card; ``usage_path`` is the Hub repository the folder was pushed to, or a local placeholder."""
+    """The card; ``usage_path`` is the Hub repository the folder was pushed to, or a local placeholder.
+    ``facts``: the loss and the run, as both cards take them (:class:`~simcse_weince.training.model_card.RunFacts`)."""
     local = usage_path == LOCAL_USAGE_PATH
-    rows = "\n".join(f"| {k} | {v:.2f} |" for k, v in scores.items()) or "| (not evaluated) | |"
-    return CARD.format(
-        loss_tag=loss_name.lower(),
-        loss_name=loss_name,
+    return render_card(
+        CARD,
+        scores,
+        facts,
         backbone=config["backbone"],
         image_size=config["image_size"],
         projection_dim=config["projection_dim"],
         dataset=dataset,
         train_images=train_images,
-        loss_config=json.dumps(loss_config, sort_keys=True),
-        steps=steps,
-        batch=batch,
-        processes=processes,
-        lr=lr,
-        precision=precision,
-        score_rows=rows,
-        citation=citation.strip(),
         usage_imports="" if local else "from huggingface_hub import snapshot_download\n",
         usage_source=f'"{usage_path}"' if local else f'snapshot_download("{usage_path}")',
     )
