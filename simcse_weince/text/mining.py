@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from simcse_weince import memory
+from simcse_weince import checks, memory
 from simcse_weince.text.columns import ReadOptions
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources import open_sources
@@ -43,6 +42,10 @@ logger = logging.getLogger(__name__)
 
 SAMPLING_STRATEGIES = ("top", "random")
 DEFAULT_COLUMNS = ("sent0", "sent1")  # SimCSE's anchor and positive
+
+
+_AT_LEAST_ONE = checks.integer_at_least(1)
+_SCORE_GUARDS = ("absolute_margin", "relative_margin", "max_score", "min_score")  # finite when set; None: off
 
 
 @dataclass(frozen=True)
@@ -62,15 +65,24 @@ class MiningSettings:
         seed: the seed of ``random`` sampling.
     """
 
-    num_negatives: int = 1
-    range_min: int = 0
-    range_max: int | None = None
+    num_negatives: int = field(default=1, metadata=checks.setting(_AT_LEAST_ONE, "Negatives per anchor at most."))
+    range_min: int = field(
+        default=0, metadata=checks.setting(checks.integer_at_least(0), "Candidates ranked above it are skipped.")
+    )
+    range_max: int | None = field(
+        default=None,
+        metadata=checks.setting(
+            checks.optional(_AT_LEAST_ONE, "None (the miner's default)"), "Candidates ranked from it on are not used."
+        ),
+    )
     absolute_margin: float | None = None
     relative_margin: float | None = None
     max_score: float | None = None
     min_score: float | None = None
-    sampling_strategy: str = "top"
-    batch_size: int = 32
+    sampling_strategy: str = field(
+        default="top", metadata=checks.setting(checks.one_of(SAMPLING_STRATEGIES), "top or random.")
+    )
+    batch_size: int = field(default=32, metadata=checks.setting(_AT_LEAST_ONE, "Sentences per encoding batch."))
     use_faiss: bool = False
     seed: int = 0
 
@@ -78,12 +90,16 @@ class MiningSettings:
         self.check()
 
     def check(self) -> None:
-        """Raises ValueError naming the setting, its value and what was expected."""
-        for name in ("num_negatives", "batch_size"):
-            _at_least(name, getattr(self, name), 1)
-        _at_least("range_min", self.range_min, 0)
+        """Raises ValueError naming the setting, its value and what was expected (:mod:`simcse_weince.checks`)."""
+        checks.check_fields(self)
+        for name in _SCORE_GUARDS:  # the wording "<name> must be a finite number", not "None or ...": pinned
+            value = getattr(self, name)
+            if value is None:
+                continue
+            checks.finite(name, value)
+            if name.endswith("_margin") and value < 0:
+                checks.fail(name, ">= 0 (a negative margin would keep negatives scored above the positive)", value)
         if self.range_max is not None:
-            _at_least("range_max", self.range_max, 1)
             if self.range_min >= self.range_max:
                 raise ValueError(
                     f"range_min ({self.range_min}) must be smaller than range_max ({self.range_max}): the candidates "
@@ -95,21 +111,8 @@ class MiningSettings:
                     f"candidates ranked range_min={self.range_min} .. range_max={self.range_max} - 1; expected "
                     "num_negatives <= range_max - range_min"
                 )
-        for name in ("absolute_margin", "relative_margin", "max_score", "min_score"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
-                raise ValueError(f"{name} must be a finite number, got {value!r}")
-        for name in ("absolute_margin", "relative_margin"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(
-                    f"{name} must be >= 0 (a negative margin would keep negatives scored above the positive), "
-                    f"got {value!r}"
-                )
         if self.min_score is not None and self.max_score is not None and self.min_score > self.max_score:
             raise ValueError(f"min_score ({self.min_score}) must not exceed max_score ({self.max_score})")
-        if self.sampling_strategy not in SAMPLING_STRATEGIES:
-            raise ValueError(f"sampling_strategy must be one of {SAMPLING_STRATEGIES}, got {self.sampling_strategy!r}")
         if self.use_faiss and not faiss_installed():
             raise ValueError(
                 "use_faiss needs the faiss package (pip install faiss-cpu, or faiss-gpu); it is not installed"
@@ -128,11 +131,6 @@ class MiningSettings:
 def faiss_installed() -> bool:
     """Whether the ``faiss`` package (faiss-cpu or faiss-gpu) can be imported, without importing it."""
     return importlib.util.find_spec("faiss") is not None
-
-
-def _at_least(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
 def anchor_positive_columns(values: Sequence[str] | None) -> tuple[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simcse_weince import checks
 from simcse_weince.training.arguments import ContrastiveTrainingArguments, check_at_least, check_choice
 from simcse_weince.vision.backbones import Backbone
 from simcse_weince.vision.data import ImageDataset
@@ -46,8 +47,7 @@ class VisionDataArguments:
         for name in ("train_per_class", "probe_train_per_class", "probe_test_per_class"):
             check_at_least(name, getattr(self, name), 1)
         check_at_least("augment_strength", self.augment_strength, 0.0)
-        if not 0 < self.crop_min_scale <= 1:
-            raise ValueError(f"crop_min_scale must be in (0, 1]; got {self.crop_min_scale!r}")
+        checks.within(0, 1, open_low=True)("crop_min_scale", self.crop_min_scale)
 
 
 @dataclass

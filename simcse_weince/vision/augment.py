@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torchvision.transforms import v2
 
+from simcse_weince import checks
+
 # Per-dataset channel statistics (ImageNet's for everything but CIFAR).
 MEANS = {"cifar10": (0.4914, 0.4822, 0.4465), "cifar100": (0.5071, 0.4865, 0.4409)}
 STDS = {"cifar10": (0.2470, 0.2435, 0.2616), "cifar100": (0.2673, 0.2564, 0.2762)}
@@ -19,8 +21,7 @@ def _normalise(dataset: str) -> v2.Normalize:
 def simclr_transform(dataset: str, image_size: int, strength: float = 1.0, crop_min_scale: float = 0.08) -> v2.Compose:
     """Random resized crop (area ≥ ``crop_min_scale``), flip, colour jitter (p 0.8) of ``strength``,
     grayscale (p 0.2), and Gaussian blur for images ≥ 64 px."""
-    if not 0 < crop_min_scale <= 1:
-        raise ValueError(f"crop_min_scale must be in (0, 1], got {crop_min_scale}")
+    checks.within(0, 1, open_low=True)("crop_min_scale", crop_min_scale)
     s = strength
     ops = [
         v2.ToImage(),
