@@ -104,6 +104,7 @@ def export_and_push(
         if partial.exists():
             shutil.rmtree(partial)
         export(partial)
+        trainer.export_loss_parameters(partial)  # a loss with trainable parameters: they go with the model
         give_usual_modes(partial)  # whatever the exporter's writers did: others may read the model, as any file
     pushed = False
     if args.push_to_hub:

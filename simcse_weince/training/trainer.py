@@ -23,6 +23,7 @@ The training loop, checkpointing, resuming, mixed precision and multi-process tr
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -48,7 +49,8 @@ from simcse_weince.training.run_record import RunState, save_record
 
 logger = logging.getLogger(__name__)
 
-LOSS_STATE_FILE = "loss_state.pt"  # the loss's running state (the top-M Weibit term's β_t), when it has one
+LOSS_STATE_FILE = "loss_state.pt"  # the loss's state (parameters, the top-M Weibit term's β_t), when it has one
+LOSS_CONFIG_FILE = "loss_config.json"  # beside an exported model whose loss has parameters
 Evaluator = Callable[[nn.Module], dict[str, float]]
 DAMAGED_CHECKPOINT = (
     "the checkpoint is damaged: resume from an earlier checkpoint-N folder of the run, or start again with "
@@ -108,7 +110,21 @@ class ContrastiveTrainer(Trainer):
         if params and not held & {id(p) for p in params}:
             lr = self.args.loss_learning_rate or self.args.learning_rate
             optimizer.add_param_group({"params": params, "lr": lr, "weight_decay": self.args.loss_weight_decay})
+            # The Trainer zeroes the model's gradients after a step (model.zero_grad()), not the optimizer's: the
+            # loss's are zeroed here, or they would sum over every step of the run.
+            optimizer.register_step_post_hook(lambda *_: [setattr(p, "grad", None) for p in params])
         return optimizer
+
+    def export_loss_parameters(self, folder: str | Path) -> None:
+        """Beside an exported model, a loss with trainable parameters writes them (``loss_state.pt``, its
+        ``state_dict``) and what builds it again (``loss_config.json``: its registered ``name`` and
+        ``get_config_dict()``); a loss without parameters writes nothing."""
+        if not self.loss_parameters() or not self.args.should_save:
+            return
+        loss = self.contrastive_loss
+        torch.save({k: v.detach().cpu() for k, v in loss.state_dict().items()}, Path(folder) / LOSS_STATE_FILE)
+        config = {"name": loss.name, **loss.get_config_dict()}
+        (Path(folder) / LOSS_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
     def training_step(self, model: nn.Module, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
         """The Trainer's step, then the loss parameters' gradients averaged over the processes, as DDP averages

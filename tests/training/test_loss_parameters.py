@@ -1,0 +1,77 @@
+"""A loss may own parameters (issue 42): a loss of one trainable scalar (``scalar_loss_run.ScaledInfoNCE``, a test
+loss, not the package's) trains in its own optimizer group, resumes bitwise from a checkpoint, is exported with
+the model, and trains the same in 2 processes as in 1."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers import REPO, Interrupt, StopAt, accelerate_launch
+from tests.training.scalar_loss_run import ScaledInfoNCE, outcome, trainer
+
+
+def test_the_scalar_trains_in_its_own_group_without_weight_decay(tmp_path: Path) -> None:
+    t = trainer(tmp_path / "run")
+    t.train()
+    theta = t.contrastive_loss.log_scale
+    assert theta.item() != 0.0  # it moved from its start
+    groups = [g for g in t.optimizer.param_groups if any(p is theta for p in g["params"])]
+    assert len(groups) == 1 and groups[0]["params"] == [theta]
+    assert groups[0]["lr"] == pytest.approx(0.2) and groups[0]["weight_decay"] == 0.0
+    assert all(g["lr"] == pytest.approx(0.05) for g in t.optimizer.param_groups if g is not groups[0])
+    logged = outcome(t)["logged_scale"]  # the loss's own diagnostic is logged (registry's diagnostic_keys)
+    assert len(logged) == 6 and logged[0] == pytest.approx(1.0) and logged[-1] != pytest.approx(1.0)
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one_bitwise(tmp_path: Path) -> None:
+    whole = trainer(tmp_path / "whole")
+    whole.train()
+    cut = trainer(tmp_path / "cut")
+    cut.add_callback(StopAt(4))  # after step 4: checkpoint-3 is the last complete one
+    with pytest.raises(Interrupt):
+        cut.train()
+    saved = torch.load(tmp_path / "cut" / "checkpoint-3" / "loss_state.pt", weights_only=True)
+    assert set(saved) == {"log_scale"} and saved["log_scale"].item() != 0.0
+    resumed = trainer(tmp_path / "cut")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "cut" / "checkpoint-3"))
+    assert torch.equal(resumed.contrastive_loss.log_scale, whole.contrastive_loss.log_scale)
+    for (name, a), b in zip(resumed.model.state_dict().items(), whole.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    # the resume read θ back: a run restarted at checkpoint-3 with θ at its start ends elsewhere
+    fresh = trainer(tmp_path / "fresh")
+    fresh.train()
+    assert torch.equal(fresh.contrastive_loss.log_scale, whole.contrastive_loss.log_scale)  # deterministic
+
+
+def test_the_parameters_are_exported_with_the_model(tmp_path: Path) -> None:
+    t = trainer(tmp_path / "run", max_steps=2)
+    t.train()
+    folder = tmp_path / "model"
+    folder.mkdir()
+    t.export_loss_parameters(folder)
+    state = torch.load(folder / "loss_state.pt", weights_only=True)
+    assert torch.equal(state["log_scale"], t.contrastive_loss.log_scale.detach())
+    config = json.loads((folder / "loss_config.json").read_text(encoding="utf-8"))
+    again = ScaledInfoNCE(**{k: v for k, v in config.items() if k != "name"})
+    again.load_state_dict(state)
+    assert config["name"] == "scaled_infonce" and again.log_scale.item() == t.contrastive_loss.log_scale.item()
+
+
+def test_two_processes_train_it_as_one(tmp_path: Path) -> None:
+    """The global batch is the same (16 rows: 16 in one process, 8 in each of two, candidates gathered), the
+    model's gradients are DDP-averaged and θ's averaged by the trainer: θ after 6 steps agrees to float rounding.
+    Without θ's averaging each process would step on its own half's gradient and the two θ would differ."""
+    single = trainer(tmp_path / "one")
+    single.train()
+    one = outcome(single)
+    accelerate_launch(2, [str(REPO / "tests" / "training" / "scalar_loss_run.py"), str(tmp_path)])
+    two = json.loads((tmp_path / "outcome_2.json").read_text(encoding="utf-8"))
+    assert one["log_scale"] != 0.0
+    assert math.isclose(two["log_scale"], one["log_scale"], rel_tol=1e-5, abs_tol=1e-6)
+    for name, values in one["weights"].items():
+        assert two["weights"][name] == pytest.approx(values, rel=1e-4, abs=1e-6), name
