@@ -246,62 +246,80 @@ def _score_matrix(
 ) -> ScoreMatrix:
     # Similarities in float32 even under fp16/bf16 (autocast is off here): bf16 rounds 0.999 to 1.0 and
     # -log(1 - s) explodes.
-    local = anchors.shape[0]
     a = F.normalize(anchors.float(), dim=-1)  # (B, D)
     p = F.normalize(positives.float(), dim=-1)  # (B, D)
+    if layout == "simcse":
+        lay = _simcse_scores(a, p, negatives, gather_across_devices, rank, world)
+    else:
+        lay = _ntxent_scores(a, p, gather_across_devices, rank)
+    if negative_mask is not None:
+        _mask_negatives(lay, negative_mask, layout, len(negatives))
+    return lay
+
+
+def _simcse_scores(
+    a: torch.Tensor, p: torch.Tensor, negatives: list[torch.Tensor], gather_across_devices: bool, rank: int, world: int
+) -> ScoreMatrix:
+    """The SimCSE layout, B × (1+k)B: normalised anchors ``a`` (B, D) against the positives ``p`` (B, D) and the k
+    hard-negative columns; nothing excluded, the positive of anchor i at its global row index."""
+    local = a.shape[0]
+    k = len(negatives)
+    # Candidate blocks [positives; negative column 1; ...; column k], each (B, D).
+    blocks = torch.cat([p, *(F.normalize(n.float(), dim=-1) for n in negatives)]) if k else p  # ((1+k)B, D)
+    if gather_across_devices:
+        # One all_gather of every block; (world, 1+k, B, D) -> (1+k, world, B, D) puts all ranks' positives
+        # first, then all ranks' first negative column, ...: the single-process global-batch order.
+        d = blocks.shape[1]
+        gathered = all_gather_with_grad(blocks).view(world, 1 + k, local, d)
+        cand = gathered.transpose(0, 1).reshape(-1, d)  # (C, D), C = (1+k)·world·B
+    else:
+        cand = blocks
+    scores = a @ cand.T  # (B, C)
+    positive_index = torch.arange(local, device=a.device) + rank * local
+    self_mask = torch.zeros(scores.shape, dtype=torch.bool, device=a.device)
+    hard_negative_mask = torch.zeros_like(self_mask)
+    if k:
+        # Anchor i's own hard negatives: column c·N + i of block c = 1..k (global row index i, N = world·B).
+        own = torch.arange(1, k + 1, device=a.device)[None, :] * (world * local) + positive_index[:, None]  # (B, k)
+        hard_negative_mask.scatter_(1, own, True)
+    user_mask = torch.zeros_like(self_mask)
+    return ScoreMatrix(scores, positive_index, self_mask, user_mask, cand.shape[0] - 1, hard_negative_mask)
+
+
+def _ntxent_scores(a: torch.Tensor, p: torch.Tensor, gather_across_devices: bool, rank: int) -> ScoreMatrix:
+    """The NT-Xent layout, 2B × 2N: the local views ``[a; p]`` (2B, D) against the views of all processes
+    ``[a_all; p_all]`` (2N, D); each view's positive is its partner, the view itself is excluded."""
+    local = a.shape[0]
     offset = rank * local
     rows = torch.arange(local, device=a.device)
-    hard_negative_mask = None
-    if layout == "simcse":
-        k = len(negatives)
-        # Candidate blocks [positives; negative column 1; ...; column k], each (B, D).
-        blocks = torch.cat([p, *(F.normalize(n.float(), dim=-1) for n in negatives)]) if k else p  # ((1+k)B, D)
-        if gather_across_devices:
-            # One all_gather of every block; (world, 1+k, B, D) -> (1+k, world, B, D) puts all ranks' positives
-            # first, then all ranks' first negative column, ...: the single-process global-batch order.
-            d = blocks.shape[1]
-            gathered = all_gather_with_grad(blocks).view(world, 1 + k, local, d)
-            cand = gathered.transpose(0, 1).reshape(-1, d)  # (C, D), C = (1+k)·world·B
-        else:
-            cand = blocks
-        scores = a @ cand.T  # (B, C)
-        n_global = world * local
-        positive_index = rows + offset
-        self_mask = torch.zeros(scores.shape, dtype=torch.bool, device=a.device)
-        num_negatives = cand.shape[0] - 1
-        hard_negative_mask = torch.zeros_like(self_mask)
-        if k:
-            # Anchor i's own hard negatives: column c·N + i of block c = 1..k (global row index i).
-            own = torch.arange(1, k + 1, device=a.device)[None, :] * n_global + positive_index[:, None]  # (B, k)
-            hard_negative_mask.scatter_(1, own, True)
+    if gather_across_devices:
+        a_all, p_all = all_gather_with_grad(a), all_gather_with_grad(p)
     else:
-        if gather_across_devices:
-            a_all, p_all = all_gather_with_grad(a), all_gather_with_grad(p)
-        else:
-            a_all, p_all = a, p
-        n = a_all.shape[0]
-        cand = torch.cat([a_all, p_all], dim=0)  # (2N, D)
-        anchors_local = torch.cat([a, p], dim=0)  # (2B, D)
-        scores = anchors_local @ cand.T  # (2B, 2N)
-        own = torch.cat([rows + offset, rows + offset + n])  # global index of each local view
-        positive_index = torch.cat([rows + offset + n, rows + offset])
-        self_mask = torch.zeros(scores.shape, dtype=torch.bool, device=a.device)
-        self_mask.scatter_(1, own[:, None], True)
-        num_negatives = cand.shape[0] - 2
+        a_all, p_all = a, p
+    n = a_all.shape[0]
+    cand = torch.cat([a_all, p_all], dim=0)  # (2N, D)
+    anchors_local = torch.cat([a, p], dim=0)  # (2B, D)
+    scores = anchors_local @ cand.T  # (2B, 2N)
+    own = torch.cat([rows + offset, rows + offset + n])  # global index of each local view
+    positive_index = torch.cat([rows + offset + n, rows + offset])
+    self_mask = torch.zeros(scores.shape, dtype=torch.bool, device=a.device)
+    self_mask.scatter_(1, own[:, None], True)
+    user_mask = torch.zeros_like(self_mask)
+    return ScoreMatrix(scores, positive_index, self_mask, user_mask, cand.shape[0] - 2)
 
-    if negative_mask is None:
-        user_mask = torch.zeros_like(self_mask)
-    else:
-        if negative_mask.shape != scores.shape:
-            columns = f" with {len(negatives)} negative column(s)" if negatives else ""
-            raise ValueError(
-                f"negative_mask must have shape {tuple(scores.shape)} (anchors × candidates) for layout "
-                f"{layout!r}{columns}, got {tuple(negative_mask.shape)}"
-            )
-        user_mask = negative_mask.to(device=a.device, dtype=torch.bool).clone()
-        user_mask.scatter_(1, positive_index[:, None], False)
-        user_mask &= ~self_mask
-    return ScoreMatrix(scores, positive_index, self_mask, user_mask, num_negatives, hard_negative_mask)
+
+def _mask_negatives(lay: ScoreMatrix, negative_mask: torch.Tensor, layout: str, k: int) -> None:
+    """The caller's ``negative_mask`` (A, C) as ``lay.user_mask``, never at a positive or an excluded entry."""
+    if negative_mask.shape != lay.scores.shape:
+        columns = f" with {k} negative column(s)" if k else ""
+        raise ValueError(
+            f"negative_mask must have shape {tuple(lay.scores.shape)} (anchors × candidates) for layout "
+            f"{layout!r}{columns}, got {tuple(negative_mask.shape)}"
+        )
+    user_mask = negative_mask.to(device=lay.scores.device, dtype=torch.bool).clone()
+    user_mask.scatter_(1, lay.positive_index[:, None], False)
+    user_mask &= ~lay.self_mask
+    lay.user_mask = user_mask
 
 
 def masked_cross_entropy(logits: torch.Tensor, lay: ScoreMatrix, hard_negative_weight: float = 0.0) -> torch.Tensor:
