@@ -5,16 +5,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import score_matrix
 from simcse_weince.losses.stats import AnchorStatistics
-from simcse_weince.losses.weince import WeinceLoss
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
 @torch.no_grad()
-def batch_statistics(anchors: torch.Tensor, positives: torch.Tensor, loss: WeinceLoss) -> AnchorStatistics:
-    """The loss's own stop-gradient statistics for one batch of embeddings (its layout and knobs)."""
+def batch_statistics(anchors: torch.Tensor, positives: torch.Tensor, loss: ContrastiveLoss) -> AnchorStatistics:
+    """The loss's own stop-gradient statistics for one batch of embeddings (its layout and knobs): a loss with
+    per-anchor statistics, ``LOSSES["weince"]``."""
     return loss.statistics(score_matrix(anchors, positives, loss.layout))
 
 

@@ -21,12 +21,9 @@ vectorised statistics match a plain per-anchor reference to round-off.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
-
-if TYPE_CHECKING:
-    from simcse_weince.losses.weince import WeinceConfig
 
 # Added to the SSE of a wrong-signed fit so that it loses the AIC comparison (``docs/algorithm.md`` §3b).
 WRONG_SIGN_PENALTY = 1e6
@@ -173,7 +170,7 @@ def quantile_by_index(values: torch.Tensor, q: float) -> torch.Tensor:
 def anchor_statistics(
     stat_scores: torch.Tensor,
     num_negatives: int,
-    config: WeinceConfig,
+    config: Any,  # a WeinceConfig (losses/weince.py, which imports this module)
     gather_rho: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> AnchorStatistics:
     """All per-anchor statistics of one batch.
