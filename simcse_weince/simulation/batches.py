@@ -15,11 +15,11 @@ loss's statistics, which read the negatives only.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from simcse_weince import checks
 from simcse_weince.diagnostics.link import ScoreBatch
 from simcse_weince.losses.layout import ScoreMatrix
 from simcse_weince.simulation.shortfall import ShortfallLaw
@@ -37,22 +37,18 @@ class ScoreSetting:
     """
 
     law: ShortfallLaw
-    hardness: float = 1.0
-    hardness_spread: float = 0.0
-    anchors: int = 256
-    candidates: int = 256
+    hardness: float = field(
+        default=1.0,
+        metadata=checks.setting(checks.within(0, MAX_SHORTFALL, open_low=True), "The shortfall's scale c, in (0, 2]."),
+    )
+    hardness_spread: float = field(
+        default=0.0, metadata=checks.setting(checks.non_negative(), "σ of the anchors' log hardness, >= 0.")
+    )
+    anchors: int = field(default=256, metadata=checks.setting(checks.integer_at_least(2), "Anchors, >= 2."))
+    candidates: int = field(default=256, metadata=checks.setting(checks.integer_at_least(2), "Candidates, >= 2."))
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.hardness, int | float) and 0 < self.hardness <= MAX_SHORTFALL):
-            raise ValueError(f"hardness must be in (0, 2] (the shortfall's scale), got {self.hardness!r}")
-        if not (isinstance(self.hardness_spread, int | float) and math.isfinite(self.hardness_spread)):
-            raise ValueError(f"hardness_spread must be a finite number >= 0, got {self.hardness_spread!r}")
-        if self.hardness_spread < 0:
-            raise ValueError(f"hardness_spread must be a finite number >= 0, got {self.hardness_spread!r}")
-        for name in ("anchors", "candidates"):
-            value = getattr(self, name)
-            if int(value) != value or value < 2:
-                raise ValueError(f"{name} must be an integer >= 2, got {value!r}")
+        checks.check_fields(self)
 
 
 @dataclass

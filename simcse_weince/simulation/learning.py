@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 
+from simcse_weince import checks
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.infonce import InfoNCELoss
 from simcse_weince.losses.layout import ScoreMatrix
@@ -48,9 +49,12 @@ def build_loss(name: str, tau: float, kernel: BlendedLaw) -> ContrastiveLoss:
         return WeinceLoss(tau)
     if name in ("weince_unit", "weince_hill"):
         return WeinceLoss(tau, beta_mode=name.split("_")[1])
-    if name == "oracle":
-        return WeinceLoss(kernel.tau, fixed_lambda=kernel.lam, beta_clamp=(kernel.beta, kernel.beta))
-    raise ValueError(f"loss must be one of {LOSSES}, got {name!r}")
+    checks.one_of(LOSSES)("loss", name)
+    return WeinceLoss(kernel.tau, fixed_lambda=kernel.lam, beta_clamp=(kernel.beta, kernel.beta))  # the oracle
+
+
+_AT_LEAST_1 = checks.integer_at_least(1)
+_AT_LEAST_2 = checks.integer_at_least(2)
 
 
 @dataclass(frozen=True)
@@ -61,21 +65,16 @@ class TrainConfig:
         ValueError: a value outside its range (naming it).
     """
 
-    negatives: int = 64  # k per anchor
-    dim: int = 8  # d′ of the table
-    steps: int = 2000
-    batch: int = 256
-    pairs: int = 100_000  # the training sample size
-    lr: float = 0.02
+    negatives: int = field(default=64, metadata=checks.setting(_AT_LEAST_1, "k per anchor, >= 1."))
+    dim: int = field(default=8, metadata=checks.setting(_AT_LEAST_2, "d′ of the table, >= 2."))
+    steps: int = field(default=2000, metadata=checks.setting(_AT_LEAST_1, "Adam steps, >= 1."))
+    batch: int = field(default=256, metadata=checks.setting(_AT_LEAST_2, "Anchors per step, >= 2."))
+    pairs: int = field(default=100_000, metadata=checks.setting(_AT_LEAST_1, "The training sample size, >= 1."))
+    lr: float = field(default=0.02, metadata=checks.setting(checks.positive_finite, "Adam's learning rate, > 0."))
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name, low in (("negatives", 1), ("dim", 2), ("steps", 1), ("batch", 2), ("pairs", 1)):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= low):
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        checks.check_fields(self)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -21,13 +21,14 @@ Sampling is by inversion of the CDF from uniforms (seeded ``torch.Generator``), 
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import torch
 from scipy.special import betainc, betaincinv
+
+from simcse_weince import checks
 
 ShortfallKind = Literal["power", "beta", "gumbel"]
 SHORTFALL_KINDS: tuple[str, ...] = ("power", "beta", "gumbel")
@@ -48,17 +49,13 @@ class ShortfallLaw:
     """
 
     kind: ShortfallKind = "power"
-    alpha: float = 2.5
-    beta_d: float = 5.0
-    theta: float = 1.0
+    alpha: float = field(default=2.5, metadata=checks.setting(checks.positive_finite, "α > 0 (power, beta)."))
+    beta_d: float = field(default=5.0, metadata=checks.setting(checks.positive_finite, "β_D > 0 (beta)."))
+    theta: float = field(default=1.0, metadata=checks.setting(checks.positive_finite, "θ > 0 (gumbel)."))
 
     def __post_init__(self) -> None:
-        if self.kind not in SHORTFALL_KINDS:
-            raise ValueError(f"shortfall law must be one of {SHORTFALL_KINDS}, got {self.kind!r}")
-        for name in ("alpha", "beta_d", "theta"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        checks.one_of(SHORTFALL_KINDS)("shortfall law", self.kind)  # the law's kind, as the messages call it
+        checks.check_fields(self)
 
     @property
     def xi(self) -> float:

@@ -27,11 +27,11 @@ candidate with the largest latent cosine.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
 
+from simcse_weince import checks
 from simcse_weince.losses.logits import weince_logits
 from simcse_weince.simulation.winners import EPS as KERNEL_EPS
 from simcse_weince.simulation.winners import BlendedLaw
@@ -47,16 +47,13 @@ def kernel_law(name: str, kappa: float = 10.0, beta: float = 3.0, lam: float = 0
     Raises:
         ValueError: an unknown kernel, or a parameter outside its range (naming the value).
     """
-    if name not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}, got {name!r}")
-    if not (isinstance(kappa, int | float) and math.isfinite(kappa) and kappa > 0):
-        raise ValueError(f"kappa must be a finite number > 0, got {kappa!r}")
+    checks.one_of(KERNELS)("kernel", name)
+    checks.positive_finite("kappa", kappa)
     if name == "vmf":
         return BlendedLaw.softmax(1.0 / kappa)
     if name == "endpoint":
         return BlendedLaw.weibit(beta)
-    if not (isinstance(lam, int | float) and 0 < lam < 1):
-        raise ValueError(f"the blend's lambda must be in (0, 1), got {lam!r}")
+    checks.within(0, 1, open_low=True, open_high=True)("the blend's lambda", lam)
     return BlendedLaw(lam, beta, 1.0 / kappa)
 
 

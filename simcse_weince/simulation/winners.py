@@ -22,12 +22,12 @@ Exact quantities, computed on the realised scores with the expectation over winn
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from simcse_weince import checks
 from simcse_weince.losses.logits import weince_logits
 
 EPS = 1e-6
@@ -42,16 +42,12 @@ class BlendedLaw:
     """
 
     lam: float
-    beta: float = 1.0
-    tau: float = 0.1
+    beta: float = field(default=1.0, metadata=checks.setting(checks.positive_finite, "β* > 0."))
+    tau: float = field(default=0.1, metadata=checks.setting(checks.positive_finite, "τ* > 0."))
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.lam, int | float) and 0 <= self.lam <= 1):
-            raise ValueError(f"lambda must be in [0, 1], got {self.lam!r}")
-        for name in ("beta", "tau"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        checks.within(0, 1)("lambda", self.lam)  # λ*, as the messages call it
+        checks.check_fields(self)
 
     @classmethod
     def softmax(cls, tau: float) -> BlendedLaw:
