@@ -20,7 +20,7 @@ from simcse_weince.text.token_cache import count_negatives, format_bytes, num_te
 logger = logging.getLogger(__name__)
 
 
-def load_training_sentences(data: DataArguments, tokenizer, stats: TextStats, build: bool = True) -> Dataset:
+def load_training_rows(data: DataArguments, tokenizer, stats: TextStats, build: bool = True) -> Dataset:
     """The training rows, tokenised: a memory-mapped ``Dataset`` of ``input_ids`` and ``sentence_key`` (and
     ``input_ids_j``, ``sentence_key_j`` for the positive and hard negatives of rows read by column).
 
@@ -158,7 +158,7 @@ def prepare_corpus(
     lone-sentence tail is dropped unless the data loader drops its last batch anyway."""
     stats = TextStats()
     with args.main_process_first(desc="tokenising the training text"):
-        corpus = load_training_sentences(data, tokenizer, stats, build=args.local_process_index == 0)
+        corpus = load_training_rows(data, tokenizer, stats, build=args.local_process_index == 0)
     log_corpus(corpus, stats, data.max_seq_length)
     if not args.dataloader_drop_last:
         corpus = drop_lone_tail(corpus, stats, args.per_device_train_batch_size, args.world_size, gathered)

@@ -413,11 +413,11 @@ def test_allow_missing_negatives_arguments() -> None:
 
 
 def test_a_corpus_whose_rows_hold_no_hard_negative_is_refused(tok, tmp_path: Path) -> None:
-    from simcse_weince.text.corpus import load_training_sentences
+    from simcse_weince.text.corpus import load_training_rows
 
     f = tmp_path / "empty_negatives.csv"
     f.write_text("sent0,sent1,hard_neg\na cat,a kitten,\na car,a vehicle,\n", encoding="utf-8")
     data = DataArguments(train_files=[str(f)], allow_missing_negatives=True, data_cache_dir=str(tmp_path / "c"))
     with pytest.raises(ValueError, match=r"no row of \S*empty_negatives\.csv has a hard negative \(hard_neg empty or "
                                          r"missing in every row\)"):  # fmt: skip
-        load_training_sentences(data, tok, TextStats())
+        load_training_rows(data, tok, TextStats())

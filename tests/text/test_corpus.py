@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from simcse_weince.text.arguments import DataArguments
-from simcse_weince.text.corpus import describe_rows, drop_lone_tail, load_training_sentences, log_corpus
+from simcse_weince.text.corpus import describe_rows, drop_lone_tail, load_training_rows, log_corpus
 from simcse_weince.text.reading import TextStats
 
 
@@ -39,7 +39,7 @@ def test_rows_whose_negative_repeats_the_anchor_or_positive_are_counted(
         train_files=[str(f)], allow_missing_negatives=True, max_seq_length=16, data_cache_dir=str(tmp_path / "c")
     )
     stats = TextStats()
-    rows = load_training_sentences(data, tok, stats)
+    rows = load_training_rows(data, tok, stats)
     assert (stats.rows_by_negatives, stats.repeated_negative_rows) == ([1, 4], 2)
     assert stats.to_dict()["repeated_negative_rows"] == 2  # what results.json records under "text"
     assert describe_rows(stats).endswith("(2 with a hard negative identical to their anchor or positive)")
@@ -57,5 +57,5 @@ def test_sentences_and_pairs_repeat_no_negative(tok, tmp_path: Path) -> None:
     f.write_text("sent0,sent1\na car,a car\nrain,water\n", encoding="utf-8")
     stats = TextStats()
     data = DataArguments(train_files=[str(f)], max_seq_length=16, data_cache_dir=str(tmp_path / "c"))
-    load_training_sentences(data, tok, stats)
+    load_training_rows(data, tok, stats)
     assert stats.repeated_negative_rows == 0 and describe_rows(stats) == "2 pairs (anchor, positive)"
