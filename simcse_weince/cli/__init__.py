@@ -6,9 +6,8 @@
 * :mod:`~simcse_weince.cli.diagnose`: extreme-value diagnostics (``python -m simcse_weince.cli.diagnose``,
   ``simcse-diagnose``);
 * :mod:`~simcse_weince.cli.token_cache`: builds a training text's token cache (``simcse-token-cache``);
-* :mod:`~simcse_weince.cli.simulate`: the ground-truth experiments E1–E3 (``simcse-simulate``).
-
-The Ground truth II sweeps are experiment drivers, ``python -m experiments.ground_truth``.
+* :mod:`~simcse_weince.cli.simulate`: the ground-truth experiments E1–E3 and the Ground truth II sweeps
+  (``simcse-simulate``).
 
 The libraries (``losses``, ``training``, ``text``, ``vision``, ``evaluation``, ``diagnostics``, ``simulation``)
 never import this package (``tests/test_layout.py``).
