@@ -3,7 +3,7 @@
 ``<sweep>.cells.jsonl`` holds one JSON line per finished cell, flushed and synced as it is written, so a kill
 loses only the cells in flight; a torn last line (a kill mid-write) is dropped and its cell runs again.
 ``<sweep>.settings.json`` beside it holds the settings the cells were made with: a resume with other settings
-(other than those the sweep does not read) is refused.
+(other than those the sweep does not read) is refused (:func:`~simcse_weince.setting_changes.setting_changes`).
 """
 
 from __future__ import annotations
@@ -12,15 +12,9 @@ import json
 import os
 from pathlib import Path
 
+from simcse_weince.setting_changes import setting_changes
 from simcse_weince.simulation.sweep_cells import cell_key
 from simcse_weince.simulation.sweep_settings import IGNORED, SweepSettings
-
-
-def changed_settings(before: dict, now: dict, ignored: set[str]) -> list[str]:
-    """The names of the settings that differ between a saved run's ``before`` and ``now`` (sorted), those in
-    ``ignored`` left out; a setting missing on one side differs."""
-    keys = (before.keys() | now.keys()) - ignored
-    return sorted(k for k in keys if before.get(k) != now.get(k))
 
 
 class CellStore:
@@ -37,7 +31,7 @@ class CellStore:
         self.done: dict[str, dict] = {}
         if self.settings_path.exists():
             before = json.loads(self.settings_path.read_text())
-            changed = changed_settings(before, self.settings, IGNORED[settings.sweep])
+            changed = setting_changes(before, self.settings, ignore=IGNORED[settings.sweep])
             if changed:
                 raise ValueError(
                     f"{out} holds a {settings.sweep} sweep with other settings ({', '.join(changed)}): "
