@@ -114,6 +114,13 @@ def fit_logregs(
     fixed shape, masks for short batches, no group dropped) and ``"graph"`` (``"static"`` with its step
     replayed as a CUDA graph: a GPU's default, where ~30 kernel launches a step cost more than their arithmetic).
 
+    Steps: (0) the engine (:func:`_engine`); (1) the initial state (:func:`_initial_state`); then, until every
+    model has stopped or ``max_epoch`` passes are done, epochs of ``epoch_size`` passes, each (2a) drawing the
+    groups' permutations (:func:`_draw_pass`) and (2b) stepping through them (:func:`_eager_pass`, or the static
+    engines' ``run_pass``), after which (3a) the best models are kept (:func:`_keep_best`), (3b) SentEval's early
+    stop counts (:func:`_stop_early`) and (3c) finished groups leave the eager engine (:func:`_drop_finished`);
+    finally (4) each job's best model (:func:`_best_models`).
+
     Args:
         x: (N, D) float32 features on the device to train on.
         y: (N,) int64 labels on the same device.
@@ -127,85 +134,181 @@ def fit_logregs(
     Returns:
         :class:`Fitted` with the best (by validation accuracy) weights of each job.
     """
-    device, dim, c, bs = x.device, x.shape[1], num_classes, config.batch_size
+    engine = _engine(engine, x.device)
+    dim, c = x.shape[1], num_classes
+    xa = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype, device=x.device)], dim=1)  # (N, D + 1)
+    groups = _groups(jobs, config.seed)
+    state = _initial_state(xa, y, jobs, groups, c, config, engine)
+    dev_idx, dev_mask = _padded_rows(groups.dev_rows, x.device)
+    epoch = 0
+    while state.active.any() and epoch <= config.max_epoch:
+        for _ in range(config.epoch_size):
+            order, lengths = _draw_pass(groups, state.live)
+            if engine == "eager":
+                _eager_pass(xa, y, c, config.batch_size, order, lengths, state)
+            else:
+                state.passes.run_pass(order, lengths)
+        epoch += config.epoch_size
+        improved = _keep_best(xa, y, c, dev_idx, dev_mask, state)
+        _stop_early(improved, config.tenacity, state)
+        if engine == "eager":
+            _drop_finished(state)
+        if progress is not None:
+            progress(epoch, int(state.active.sum()))
+    return _best_models(state, groups.slot, len(jobs), dim, c)
+
+
+def _engine(engine: Engine, device: torch.device) -> str:
+    """Step (0): the engine that runs on ``device`` (``"auto"``: ``"graph"`` on CUDA, else ``"eager"``).
+
+    Raises:
+        ValueError: an unknown engine, or ``"graph"`` off CUDA.
+    """
     if engine == "auto":
         engine = "graph" if device.type == "cuda" else "eager"
     if engine not in ENGINES or (engine == "graph" and device.type != "cuda"):
         raise ValueError(f"engine must be one of {ENGINES} ('graph' on a CUDA device), got {engine!r} on {device}")
-    xa = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype, device=device)], dim=1)  # (N, D + 1)
-    groups = _groups(jobs, config.seed)
+    return engine
+
+
+@dataclass
+class _Training:
+    """What changes while the models of :func:`fit_logregs` train; ``G`` groups of ``K`` slots, ``C`` classes.
+
+    ``params``, ``decay`` and the eager optimiser hold the rows of the ``live`` groups only (the eager engine
+    drops a group once all its models have stopped); the rest is indexed by every group."""
+
+    params: torch.Tensor  # (G_live, K·C, D + 1): member k's [W; b]ᵀ in rows k·C … k·C + C − 1
+    decay: torch.Tensor  # (G_live, K·C, 1): each row's L2 penalty
+    opt: Optimiser | None  # the eager engine's optimiser state
+    passes: StaticPasses | None  # the static and graph engines' whole-pass stepping
+    best: torch.Tensor  # (G, K·C, D + 1): each model's best parameters so far
+    best_acc: np.ndarray  # (G, K): their validation accuracy (−1 before the first epoch)
+    strikes: np.ndarray  # (G, K): SentEval's non-improvement counter
+    active: np.ndarray  # (G, K): still training (an existing slot not yet early-stopped)
+    live: np.ndarray  # indices of the groups still in ``params``
+
+
+def _initial_state(
+    xa: torch.Tensor,
+    y: torch.Tensor,
+    jobs: Sequence[Job],
+    groups: _Groups,
+    c: int,
+    config: ClassifierConfig,
+    engine: str,
+) -> _Training:
+    """Step (1): every model starts from ``nn.Linear(D, C)``'s initialisation under ``seed`` (SentEval seeds each
+    MLP alike), laid out as one (K·C, D + 1) block per group with the bias as the last column (``[x, 1] · [W; b]``),
+    each row decayed by its model's L2 penalty; nothing is best yet (accuracy −1), every existing slot active."""
+    device, dim = xa.device, xa.shape[1] - 1
     g_count, k_max = groups.slot.shape
     exists = groups.slot >= 0
-
     w0, b0 = initial_linear(dim, c, config.seed)
     wb0 = torch.cat([w0, b0[None]]).T.to(device)  # (C, D + 1): one row per class, bias last
-    # every model's parameters as one (K·C, D + 1) block per group: member k owns rows k·C … k·C + C − 1
     params = wb0.repeat(g_count, k_max, 1)  # (G, K·C, D + 1)
     l2 = np.zeros((g_count, k_max))
     l2[exists] = [jobs[m].l2 for m in groups.slot[exists]]
-    decay = torch.as_tensor(np.repeat(l2, c, axis=1), dtype=x.dtype, device=device)[:, :, None]  # (G, K·C, 1)
+    decay = torch.as_tensor(np.repeat(l2, c, axis=1), dtype=xa.dtype, device=device)[:, :, None]  # (G, K·C, 1)
+    opt, passes = None, None
     if engine == "eager":
         opt = Optimiser(config.optim, params)
     else:
         longest = max(len(rows) for rows in groups.train_rows)
-        passes = StaticPasses(xa, y, c, bs, longest, params, decay, config.optim, graph=engine == "graph")
-    best = params.clone()
-    best_acc = np.full((g_count, k_max), -1.0)
-    strikes = np.zeros((g_count, k_max), dtype=np.int64)
-    active = exists.copy()
-    live = np.arange(g_count)  # the groups still training; params, decay and opt hold exactly these rows
-    dev_idx, dev_mask = _padded_rows(groups.dev_rows, device)
-    epoch = 0
-    while active.any() and epoch <= config.max_epoch:
-        for _ in range(config.epoch_size):
-            # each live group draws its pass's permutation (as SentEval's trainepoch), padded to one matrix; a
-            # generator shared by groups is drawn once: every group it serves is live since the first pass and
-            # has drawn once a pass, as the shared generator has (while any of them was live)
-            lengths = np.array([len(groups.train_rows[g]) for g in live])
-            order = np.zeros((len(live), int(lengths.max())), dtype=np.int64)
-            drawn: dict[int, np.ndarray] = {}
-            for i, g in enumerate(live):
-                rng = groups.rngs[g]
-                if id(rng) not in drawn:
-                    drawn[id(rng)] = rng.permutation(lengths[i])
-                order[i, : lengths[i]] = groups.train_rows[g][drawn[id(rng)]]
-            if engine != "eager":
-                passes.run_pass(order, lengths)
-                continue
-            order_t = torch.as_tensor(order, device=device)
-            for start in range(0, order.shape[1], bs):
-                counts = np.clip(lengths - start, 0, bs)  # rows of this mini-batch in each group (0: its pass ended)
-                rows = order_t[:, start : start + bs]
-                if counts.min() == rows.shape[1]:  # every group has a full batch of the same size: in place
-                    eager_step(xa, y, c, rows, None, params, decay, opt, None)
-                else:
-                    sub = np.flatnonzero(counts > 0)
-                    weights = torch.as_tensor(counts[sub], dtype=x.dtype, device=device)
-                    valid = torch.arange(rows.shape[1], device=device)[None, :] < weights[:, None]
-                    eager_step(xa, y, c, rows[sub], valid / weights[:, None], params, decay, opt, sub)
-        epoch += config.epoch_size
-        acc = _accuracies(xa, y, params, dev_idx[live], dev_mask[live], c)  # (G_live, K)
-        improved = active[live] & (acc > best_acc[live])
-        keep = torch.as_tensor(np.repeat(improved, c, axis=1), device=device)[:, :, None]
-        live_t = torch.as_tensor(live, device=device)
-        best[live_t] = torch.where(keep, params, best[live_t])
-        best_acc[live] = np.where(improved, acc, best_acc[live])
-        # SentEval's early stop: the counter is checked, then incremented, and never reset
-        worse = active[live] & ~improved
-        active[live] &= ~(worse & (strikes[live] >= config.tenacity))
-        strikes[live] += worse
-        still = active[live].any(axis=1)
-        if engine == "eager" and not still.all():  # drop the finished groups' rows from the training state
-            live, params, decay = live[still], params[still], decay[still]
-            opt.select(torch.as_tensor(np.flatnonzero(still), device=device))
-        if progress is not None:
-            progress(epoch, int(active.sum()))
-    where = [tuple(np.argwhere(groups.slot == m)[0]) for m in range(len(jobs))]
-    picked = torch.stack([best[g, k * c : (k + 1) * c] for g, k in where])  # (M, C, D + 1)
+        passes = StaticPasses(xa, y, c, config.batch_size, longest, params, decay, config.optim, engine == "graph")
+    return _Training(
+        params,
+        decay,
+        opt,
+        passes,
+        best=params.clone(),
+        best_acc=np.full((g_count, k_max), -1.0),
+        strikes=np.zeros((g_count, k_max), dtype=np.int64),
+        active=exists.copy(),
+        live=np.arange(g_count),
+    )
+
+
+def _draw_pass(groups: _Groups, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Step (2a): each live group's training rows in the permutation of this pass (as SentEval's ``trainepoch``
+    draws it), padded to one (G_live, max rows) matrix, and each group's row count.
+
+    A generator shared by groups is drawn once: every group it serves is live since the first pass and has drawn
+    once a pass, as the shared generator has (while any of them was live)."""
+    lengths = np.array([len(groups.train_rows[g]) for g in live])
+    order = np.zeros((len(live), int(lengths.max())), dtype=np.int64)
+    drawn: dict[int, np.ndarray] = {}
+    for i, g in enumerate(live):
+        rng = groups.rngs[g]
+        if id(rng) not in drawn:
+            drawn[id(rng)] = rng.permutation(lengths[i])
+        order[i, : lengths[i]] = groups.train_rows[g][drawn[id(rng)]]
+    return order, lengths
+
+
+def _eager_pass(
+    xa: torch.Tensor, y: torch.Tensor, c: int, bs: int, order: np.ndarray, lengths: np.ndarray, state: _Training
+) -> None:
+    """Step (2b), eager engine: one optimiser step per mini-batch of ``bs`` permuted rows, every live group at
+    once. While every group has a full batch the step runs in place; a group's last, shorter batch averages its
+    loss over its own rows (``row_weight`` 1 / rows), and a group whose pass has ended sits the step out."""
+    device = xa.device
+    order_t = torch.as_tensor(order, device=device)
+    for start in range(0, order.shape[1], bs):
+        counts = np.clip(lengths - start, 0, bs)  # rows of this mini-batch in each group (0: its pass ended)
+        rows = order_t[:, start : start + bs]
+        if counts.min() == rows.shape[1]:  # every group has a full batch of the same size: in place
+            eager_step(xa, y, c, rows, None, state.params, state.decay, state.opt, None)
+        else:
+            sub = np.flatnonzero(counts > 0)
+            weights = torch.as_tensor(counts[sub], dtype=xa.dtype, device=device)
+            valid = torch.arange(rows.shape[1], device=device)[None, :] < weights[:, None]
+            eager_step(xa, y, c, rows[sub], valid / weights[:, None], state.params, state.decay, state.opt, sub)
+
+
+def _keep_best(
+    xa: torch.Tensor, y: torch.Tensor, c: int, dev_idx: torch.Tensor, dev_mask: torch.Tensor, state: _Training
+) -> np.ndarray:
+    """Step (3a), after each epoch: every live model's validation accuracy; an active model that beats its best
+    (strictly, as SentEval's ``devacc > bestaccuracy``) keeps a copy of its parameters. Returns (G_live, K)
+    "improved"."""
+    live = state.live
+    acc = _accuracies(xa, y, state.params, dev_idx[live], dev_mask[live], c)  # (G_live, K)
+    improved = state.active[live] & (acc > state.best_acc[live])
+    keep = torch.as_tensor(np.repeat(improved, c, axis=1), device=xa.device)[:, :, None]
+    live_t = torch.as_tensor(live, device=xa.device)
+    state.best[live_t] = torch.where(keep, state.params, state.best[live_t])
+    state.best_acc[live] = np.where(improved, acc, state.best_acc[live])
+    return improved
+
+
+def _stop_early(improved: np.ndarray, tenacity: int, state: _Training) -> None:
+    """Step (3b), SentEval's early stop: an active model that did not improve stops if its counter has already
+    reached ``tenacity``, else the counter grows; the counter is checked, then incremented, and never reset."""
+    live = state.live
+    worse = state.active[live] & ~improved
+    state.active[live] &= ~(worse & (state.strikes[live] >= tenacity))
+    state.strikes[live] += worse
+
+
+def _drop_finished(state: _Training) -> None:
+    """Step (3c), eager engine: the groups whose models have all stopped leave the training state (their best
+    weights are kept; nothing reads their current ones again)."""
+    still = state.active[state.live].any(axis=1)
+    if not still.all():
+        state.live, state.params, state.decay = state.live[still], state.params[still], state.decay[still]
+        state.opt.select(torch.as_tensor(np.flatnonzero(still), device=state.params.device))
+
+
+def _best_models(state: _Training, slot: np.ndarray, count: int, dim: int, c: int) -> Fitted:
+    """Step (4): each job's best parameters, unfolded from its slot's rows (``W`` (D, C) and ``b`` (C,)), and their
+    validation accuracies, in job order."""
+    where = [tuple(np.argwhere(slot == m)[0]) for m in range(count)]
+    picked = torch.stack([state.best[g, k * c : (k + 1) * c] for g, k in where])  # (M, C, D + 1)
     return Fitted(
         picked[:, :, :dim].transpose(1, 2).contiguous(),
         picked[:, :, dim].contiguous(),
-        np.array([best_acc[g, k] for g, k in where]),
+        np.array([state.best_acc[g, k] for g, k in where]),
     )
 
 

@@ -202,6 +202,9 @@ def _sklearn(task: TransferTask, x: dict, y: dict, k: int, seed: int, max_iter: 
     )
 
 
+Fit = Callable[[str, list[Job], str], Fitted]  # fit(split, jobs, phase): one phase's classifiers, trained together
+
+
 def _senteval(
     task: TransferTask,
     x: dict,
@@ -215,18 +218,41 @@ def _senteval(
     engine: Engine = "auto",
 ) -> TransferResult:
     """SentEval's InnerKFold / KFold / Split classifiers (``senteval/tools/validation.py``), all models of a
-    phase trained together."""
+    phase trained together: (1) the features and labels on the classifiers' device (:func:`_on_device`), (2) a
+    trainer of one phase's classifiers (:func:`_phase_trainer`), (3) the task's protocol (:func:`_senteval_cv`,
+    :func:`_senteval_test`, :func:`_senteval_dev`)."""
     device = classifier_device(device)
     config = ClassifierConfig(
         config.optim, config.batch_size, config.tenacity, config.epoch_size, config.max_epoch, seed
     )
-    data = {
+    data = _on_device(x, y, device)
+    fit = _phase_trainer(task, data, config, engine, log, show_progress_bar)
+    protocol = {"cv": _senteval_cv, "test": _senteval_test}.get(task.protocol, _senteval_dev)
+    return protocol(task, fit, data, x, y, k, seed)
+
+
+def _on_device(x: dict, y: dict, device: torch.device) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Step (1): each split's features (float32) and labels (int64) as tensors on ``device``."""
+    return {
         n: (
             torch.as_tensor(x[n], dtype=torch.float32, device=device),
             torch.as_tensor(y[n], dtype=torch.int64, device=device),
         )
         for n in x
     }
+
+
+def _phase_trainer(
+    task: TransferTask,
+    data: dict[str, tuple[torch.Tensor, torch.Tensor]],
+    config: ClassifierConfig,
+    engine: Engine,
+    log: Callable[[str], None] | None,
+    show_progress_bar: bool,
+) -> Fit:
+    """Step (2): ``fit(split, jobs, phase)`` trains a phase's jobs on ``data[split]`` together
+    (:func:`~simcse_weince.evaluation.senteval_classifier.fit_logregs`), a progress bar counting the classifiers
+    that have stopped, and logs the phase's time."""
 
     def fit(split: str, jobs: list[Job], phase: str) -> Fitted:
         t0 = time.perf_counter()
@@ -244,55 +270,70 @@ def _senteval(
             log(f"{task.name}: {phase}: {len(jobs)} classifiers trained together ({time.perf_counter() - t0:.0f} s)")
         return fitted
 
-    def pick(scores: list[float]) -> int:
-        return int(np.argmax(scores))  # the first maximum, as SentEval's np.argmax
+    return fit
 
-    if task.protocol == "cv":
-        xs, ys = x["all"], y["all"]
-        outer = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=1111).split(xs, ys))
-        inner = StratifiedKFold(n_splits=k, shuffle=True, random_state=1111)
-        jobs = [
-            Job(tr[itr], tr[ite], l2) for tr, _ in outer for l2 in L2_GRID for itr, ite in inner.split(xs[tr], ys[tr])
-        ]
-        fitted = fit("all", jobs, "penalty search (outer folds × penalties × inner folds)")
-        inner_acc = fitted.dev_accuracy.reshape(len(outer), len(L2_GRID), k)  # in the order the jobs were made
-        dev_results, chosen = [], []
-        for fold_acc in inner_acc:
-            scores = [round(100 * float(np.mean(row)), 2) for row in fold_acc]
-            best = pick(scores)
-            dev_results.append(scores[best])
-            chosen.append(L2_GRID[best])
-        refit = fit(
-            "all", [Job(tr, None, l2) for (tr, _), l2 in zip(outer, chosen, strict=True)], "refit per outer fold"
-        )
-        xa, ya = data["all"]
-        test_results = []
-        for f, (_, te) in enumerate(outer):
-            te_t = torch.as_tensor(te, device=device)
-            test_results.append(round(100 * refit.accuracy(f, xa[te_t], ya[te_t]), 2))
-        dev, test = round(float(np.mean(dev_results)), 2), round(float(np.mean(test_results)), 2)
-        return TransferResult(task.name, dev, test, None, len(ys), len(ys), chosen)
-    if task.protocol == "test":
-        xs, ys = x["train"], y["train"]
-        folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(xs, ys))
-        jobs = [Job(tr, te, l2) for l2 in L2_GRID for tr, te in folds]
-        fitted = fit("train", jobs, "penalty search (penalties × folds)")
-        accs = fitted.dev_accuracy.reshape(len(L2_GRID), len(folds))
-        scores = [round(100 * float(np.mean(row)), 2) for row in accs]
-        best = pick(scores)
-        refit = fit("train", [Job(np.arange(len(ys)), None, L2_GRID[best])], "refit on the training set")
-        xt, yt = data["test"]
-        pred = refit.predict(0, xt)
-        acc = round(100 * float((pred == yt).float().mean()), 2)
-        f1 = round(100 * float(f1_score(y["test"], pred.cpu().numpy())), 2) if task.num_classes == 2 else None
-        return TransferResult(task.name, scores[best], acc, f1, len(ys), len(y["test"]), [L2_GRID[best]])
+
+def _pick(scores: list[float]) -> int:
+    """The first maximum, as SentEval's ``np.argmax``."""
+    return int(np.argmax(scores))
+
+
+def _senteval_cv(task: TransferTask, fit: Fit, data: dict, x: dict, y: dict, k: int, seed: int) -> TransferResult:
+    """Step (3), ``cv`` tasks (SentEval's InnerKFold; MR, CR, SUBJ, MPQA), with SentEval's fixed fold seed 1111:
+    for each outer fold, each penalty's dev score is the mean accuracy × 100 of an inner k-fold (each inner model
+    early-stopped on its inner test fold), rounded to 2 decimals; the best penalty is refitted on the outer training
+    fold (5 % held out) and scored on the outer test fold. Dev and test: the means over outer folds, rounded."""
+    xs, ys = x["all"], y["all"]
+    outer = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=1111).split(xs, ys))
+    inner = StratifiedKFold(n_splits=k, shuffle=True, random_state=1111)
+    jobs = [Job(tr[itr], tr[ite], l2) for tr, _ in outer for l2 in L2_GRID for itr, ite in inner.split(xs[tr], ys[tr])]
+    fitted = fit("all", jobs, "penalty search (outer folds × penalties × inner folds)")
+    inner_acc = fitted.dev_accuracy.reshape(len(outer), len(L2_GRID), k)  # in the order the jobs were made
+    dev_results, chosen = [], []
+    for fold_acc in inner_acc:
+        scores = [round(100 * float(np.mean(row)), 2) for row in fold_acc]
+        best = _pick(scores)
+        dev_results.append(scores[best])
+        chosen.append(L2_GRID[best])
+    refit = fit("all", [Job(tr, None, l2) for (tr, _), l2 in zip(outer, chosen, strict=True)], "refit per outer fold")
+    xa, ya = data["all"]
+    test_results = []
+    for f, (_, te) in enumerate(outer):
+        te_t = torch.as_tensor(te, device=xa.device)
+        test_results.append(round(100 * refit.accuracy(f, xa[te_t], ya[te_t]), 2))
+    dev, test = round(float(np.mean(dev_results)), 2), round(float(np.mean(test_results)), 2)
+    return TransferResult(task.name, dev, test, None, len(ys), len(ys), chosen)
+
+
+def _senteval_test(task: TransferTask, fit: Fit, data: dict, x: dict, y: dict, k: int, seed: int) -> TransferResult:
+    """Step (3), ``test`` tasks (SentEval's KFold; TREC, MRPC): each penalty's dev score is the mean accuracy × 100
+    of a k-fold on the training set (folds seeded by ``seed``), rounded to 2 decimals; the best penalty is refitted
+    on all of it (5 % held out) and scored on the fixed test set (binary tasks also F1)."""
+    xs, ys = x["train"], y["train"]
+    folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(xs, ys))
+    jobs = [Job(tr, te, l2) for l2 in L2_GRID for tr, te in folds]
+    fitted = fit("train", jobs, "penalty search (penalties × folds)")
+    accs = fitted.dev_accuracy.reshape(len(L2_GRID), len(folds))
+    scores = [round(100 * float(np.mean(row)), 2) for row in accs]
+    best = _pick(scores)
+    refit = fit("train", [Job(np.arange(len(ys)), None, L2_GRID[best])], "refit on the training set")
+    xt, yt = data["test"]
+    pred = refit.predict(0, xt)
+    acc = round(100 * float((pred == yt).float().mean()), 2)
+    f1 = round(100 * float(f1_score(y["test"], pred.cpu().numpy())), 2) if task.num_classes == 2 else None
+    return TransferResult(task.name, scores[best], acc, f1, len(ys), len(y["test"]), [L2_GRID[best]])
+
+
+def _senteval_dev(task: TransferTask, fit: Fit, data: dict, x: dict, y: dict, k: int, seed: int) -> TransferResult:
+    """Step (3), ``dev`` tasks (SentEval's Split; SST-2): one model per penalty, trained on the training split and
+    early-stopped on the dev split; the best dev accuracy × 100 (rounded to 2 decimals) picks the model scored on
+    test."""
     n_train, n_dev = len(y["train"]), len(y["dev"])
     # one feature matrix holding train then dev rows, so that each model validates on the dev rows
-    both = (torch.cat([data["train"][0], data["dev"][0]]), torch.cat([data["train"][1], data["dev"][1]]))
-    data["train+dev"] = both
+    data["train+dev"] = (torch.cat([data["train"][0], data["dev"][0]]), torch.cat([data["train"][1], data["dev"][1]]))
     jobs = [Job(np.arange(n_train), np.arange(n_train, n_train + n_dev), l2) for l2 in L2_GRID]
     fitted = fit("train+dev", jobs, "one classifier per penalty")
     scores = [round(100 * float(a), 2) for a in fitted.dev_accuracy]
-    best = pick(scores)
+    best = _pick(scores)
     acc = round(100 * fitted.accuracy(best, *data["test"]), 2)
     return TransferResult(task.name, scores[best], acc, None, n_train, len(y["test"]), [L2_GRID[best]])
