@@ -41,6 +41,10 @@ logger = logging.getLogger(__name__)
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
+    # The former spellings, accepted and not shown in --help. Their default is SUPPRESS so that the named flag's
+    # default holds, and each is registered before its named flag, which is therefore the last action of the dest.
+    for old, (new, kind) in FORMER_FLAGS.items():
+        p.add_argument(f"--{old}", dest=new, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kind)
     p.add_argument(
         "--model",
         required=True,
@@ -68,8 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vision_dataset", default="cifar10_zip", help="vision: data set name")
     p.add_argument("--batch_size", type=int, default=256)
     p.add_argument("--num_batches", type=int, default=32)
-    p.add_argument("--q", type=float, default=0.99)
-    p.add_argument("--qs", type=float, nargs="+", default=[0.98, 0.985, 0.99, 0.992, 0.995])
+    tail = p.add_argument_group("score tail (POT fit of the negatives' similarities)")
+    tail.add_argument(
+        "--pot_quantile", type=float, default=0.99, help="quantile of the negatives' scores at the POT threshold"
+    )
+    tail.add_argument(
+        "--stability_quantiles",
+        type=float,
+        nargs="+",
+        default=[0.98, 0.985, 0.99, 0.992, 0.995],
+        help="threshold quantiles of the stability plot",
+    )
     p.add_argument("--bootstrap", type=int, default=200)
     loss = p.add_argument_group(
         "WEINCE statistics (λ, β, ρ, ΔAIC)",
@@ -89,11 +102,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 # WeinceConfig fields without a flag: τ does not enter the statistics, and a fixed λ would replace them.
 NOT_STATISTICS_FLAGS = frozenset({"temperature", "fixed_lambda"})
-# flag -> WeinceConfig field, one per knob (``--q`` is the POT threshold quantile, so the loss's q is ``--loss_q``)
+# flag -> WeinceConfig field, one per knob; the loss's q (the hardness quantile that defines ρ_0) is
+# ``--hardness_quantile``, apart from the POT threshold's ``--pot_quantile``
 LOSS_FLAGS = {
-    ("loss_q" if f.name == "q" else f.name): f.name
+    ("hardness_quantile" if f.name == "q" else f.name): f.name
     for f in dataclasses.fields(WeinceConfig)
     if f.name not in NOT_STATISTICS_FLAGS
+}
+# former flag -> (its name now, its argparse type): scripts written for the old spellings keep working
+FORMER_FLAGS = {
+    "q": ("pot_quantile", {"type": float}),
+    "qs": ("stability_quantiles", {"type": float, "nargs": "+"}),
+    "loss_q": ("hardness_quantile", {"type": float}),
 }
 
 
@@ -220,8 +240,8 @@ def diagnose(
     negatives = np.concatenate([negative_scores(b) for b in score_batches])
     ranks = np.concatenate([positive_ranks(b) for b in score_batches])
     logger.info("%d batches, %d negative scores; fitting the tail", len(batches), negatives.size)
-    pot = fit_pot(negatives, args.q, args.bootstrap, args.seed)
-    stability = threshold_stability(negatives, args.qs, max(50, args.bootstrap // 2), args.seed)
+    pot = fit_pot(negatives, args.pot_quantile, args.bootstrap, args.seed)
+    stability = threshold_stability(negatives, args.stability_quantiles, max(50, args.bootstrap // 2), args.seed)
     logger.info("GPD xi = %.3f [%.3f, %.3f]; fitting the link family", pot.xi, *pot.xi_ci)
     link = select_link(score_batches)
     stats = [batch_statistics(b.anchors, b.positives, loss) for b in batches]
@@ -314,7 +334,7 @@ def defaults_warning(source: str) -> str:
     return (
         "no run_config.yaml beside the model, so the WEINCE statistics (lambda, beta) use the default loss settings"
         + (f" and the {given}" if given else "")
-        + "; if the model was trained with other settings, pass them as flags (--beta_mode, --loss_q, ...)"
+        + "; if the model was trained with other settings, pass them as flags (--beta_mode, --hardness_quantile, ...)"
     )
 
 

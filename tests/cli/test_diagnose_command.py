@@ -56,3 +56,20 @@ def test_a_stop_says_what_was_kept_and_that_the_same_command_runs_again(
         "written; run the same command to diagnose again from the start (it replaces them)"
     )
     assert diagnose.main(argv) == 0 and (out / "report.json").is_file()
+
+
+def _quantiles(*argv: str) -> tuple:
+    args = diagnose.build_parser().parse_args(["--model", "m", "--out", "o", *argv])
+    return args.pot_quantile, args.stability_quantiles, args.hardness_quantile
+
+
+def test_the_quantile_flags_say_what_they_hold_and_the_former_spellings_still_work() -> None:
+    """``--pot_quantile`` (POT threshold), ``--stability_quantiles`` (stability plot) and ``--hardness_quantile``
+    (the loss's q) were ``--q``, ``--qs`` and ``--loss_q``: those still parse, to the same settings, unlisted."""
+    assert _quantiles() == (0.99, [0.98, 0.985, 0.99, 0.992, 0.995], None)  # None: the run's saved q
+    named = ("--pot_quantile", "0.95", "--stability_quantiles", "0.9", "0.95", "--hardness_quantile", "0.5")
+    former = ("--q", "0.95", "--qs", "0.9", "0.95", "--loss_q", "0.5")
+    assert _quantiles(*named) == _quantiles(*former) == (0.95, [0.9, 0.95], 0.5)
+    shown = diagnose.build_parser().format_help()
+    assert "--hardness_quantile" in shown and "--pot_quantile" in shown
+    assert not {"--q", "--qs", "--loss_q"} & set(shown.replace("[", " ").split())

@@ -173,7 +173,7 @@ def _flags(*argv: str):
 
 def test_diagnostics_flags_are_derived_from_the_config(tmp_path) -> None:
     assert set(LOSS_FLAGS.values()) == set(KNOBS) - NOT_STATISTICS_FLAGS
-    assert LOSS_FLAGS["loss_q"] == "q" and "q" not in LOSS_FLAGS  # --q is the POT threshold quantile
+    assert LOSS_FLAGS["hardness_quantile"] == "q" and "q" not in LOSS_FLAGS  # --pot_quantile is the POT threshold
     actions = {a.dest: a for a in build_parser()._actions}
     for flag, name in LOSS_FLAGS.items():
         assert actions[flag].default is None, f"--{flag} has its own default"  # None = saved, else the config
