@@ -13,16 +13,13 @@ configuration, library versions and the git revision next to the outputs.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import difflib
 import json
-import math
 import platform
 import re
 import shlex
 import subprocess
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -30,7 +27,7 @@ from typing import Any, NoReturn
 import yaml
 from transformers import HfArgumentParser
 
-from simcse_weince import strict_json
+from simcse_weince import checks, strict_json
 from simcse_weince.file_errors import writing
 
 
@@ -206,54 +203,52 @@ class _ConfigParser(HfArgumentParser):
         return f"{COMMAND_LINE}: unexpected argument {token!r} ({where})"
 
 
-def _fails_alike(dtype: type, values: dict[str, Any], message: str) -> bool:
-    """Whether ``dtype(**values)`` fails with ``message`` (quietly: the trials log nothing)."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dtype(**copy.deepcopy(values))
-    except (ValueError, TypeError) as err:
-        return str(err) == message
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    return False
+_LEADING_NAME = re.compile(r"(\w+)(?: must |: )")  # checks.py's "<name> must be ...", or "<name>: ..."
 
 
-def _field_default(f: dataclasses.Field) -> Any:
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+def _mentions(message: str, text: str) -> bool:
+    """Whether ``message`` holds ``text`` as a whole word (``max_steps`` in ``--max_steps``, not in ``max_steps_x``)."""
+    return re.search(rf"(?<!\w){re.escape(text)}(?!\w)", message) is not None
 
 
-def _source(parser: _ConfigParser, dtype: type, values: dict[str, Any], message: str) -> str:
-    """Where the values that make ``dtype(**values)`` fail with ``message`` came from: the command line and
-    its flags when the YAML file's values alone (and the defaults) pass this check, else the YAML file and,
-    when the message does not name it, the key."""
-    cli = [k for k in values if k in parser.flags]
-    if cli:
-        try:
-            file_only, _ = parser.parse_known_args(args=[])  # the YAML values, converted, without the flags
-            base = {**values, **{k: getattr(file_only, k) for k in cli}}
-        except ConfigError:
-            base = {**values, **{k: parser.get_default(k) for k in cli}}
-        if not _fails_alike(dtype, base, message):
-            culprits = [k for k in cli if _fails_alike(dtype, {**base, k: values[k]}, message)] or [
-                k for k in cli if not _fails_alike(dtype, {**values, k: base[k]}, message)
-            ]
-            return " ".join([COMMAND_LINE + ":", *(parser.shown(k) for k in culprits)]).rstrip(":")
-        values = base
-    if parser.yaml_path is None:
-        return COMMAND_LINE
-    defaults = {f.name: _field_default(f) for f in dataclasses.fields(dtype) if f.init}
-    keys = [k for k in values if k in parser.yaml_keys]
-    culprits = [k for k in keys if not _fails_alike(dtype, {**values, k: defaults[k]}, message)]
-    if len(culprits) == 1:  # the file of the chain that holds the value, and the key unless the message names it
-        where = parser.yaml_keys[culprits[0]]
-        return str(where) if culprits[0] in message else f"{where}: {culprits[0]}"
-    files = {parser.yaml_keys[k] for k in (culprits or keys)}  # several keys: their file when they share one
-    return str(files.pop()) if len(files) == 1 else str(parser.yaml_path)
+def _quotes(message: str, value: Any) -> bool:
+    """Whether ``message`` quotes ``value``, a string or a number (as ``found 5, which is not a multiple of 3``)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float) or value == "":
+        return False
+    spelled = {str(value), f"{value:g}"} if isinstance(value, float) else {str(value)}  # 5.0 is also found 5
+    return any(_mentions(message, text) for text in spelled)
+
+
+def _culprits(values: dict[str, Any], given: set[str], message: str) -> list[str]:
+    """The settings ``message`` refuses, in field order. Every check names the setting it refuses: the one that
+    leads the message (``temperature must be > 0, got 0``: that one alone), else every setting it names
+    (``beta_clamp must satisfy 0 < beta_min <= beta_max``, ``--load_best_model_at_end requires ...``) and every
+    ``given`` setting whose value it quotes (the Trainer's ``bogus is not a valid IntervalStrategy``)."""
+    lead = _LEADING_NAME.match(message)
+    if lead and lead.group(1) in values:
+        return [lead.group(1)]
+    return [k for k, v in values.items() if _mentions(message, k) or (k in given and _quotes(message, v))]
+
+
+def _source(parser: _ConfigParser, values: dict[str, Any], message: str) -> str:
+    """Where the settings refused with ``message`` came from (:func:`_culprits`): the command line and their
+    flags when it sets any of them, else the YAML file of the chain that holds them and, when the message does
+    not name it, the key."""
+    culprits = _culprits(values, set(parser.flags) | set(parser.yaml_keys), message)
+    flags = [k for k in culprits if k in parser.flags]
+    if flags:
+        return " ".join([COMMAND_LINE + ":", *(parser.shown(k) for k in flags)])
+    keys = [k for k in culprits if k in parser.yaml_keys]
+    if len(keys) == 1:
+        where = parser.yaml_keys[keys[0]]
+        return str(where) if _mentions(message, keys[0]) else f"{where}: {keys[0]}"
+    if keys:  # several keys: their file when they share one
+        files = {parser.yaml_keys[k] for k in keys}
+        return str(files.pop()) if len(files) == 1 else str(parser.yaml_path)
+    # none of the settings it refuses was given (or it names none): where this group's values came from
+    given = [COMMAND_LINE] * any(k in parser.flags for k in values)
+    files = sorted({str(parser.yaml_keys[k]) for k in values if k in parser.yaml_keys})
+    return " or ".join(given + files) or COMMAND_LINE
 
 
 def check_finite(parser: _ConfigParser, values: dict[str, Any]) -> None:
@@ -265,9 +260,12 @@ def check_finite(parser: _ConfigParser, values: dict[str, Any]) -> None:
         ConfigError: ``<source>: <name> must be a finite number, got nan``, naming the flag or the file.
     """
     for name, value in values.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            where = f"{COMMAND_LINE}: {parser.shown(name)}" if name in parser.flags else parser.yaml_keys.get(name)
-            raise ConfigError(f"{where}: {name} must be a finite number, got {value!r}")
+        if isinstance(value, float):
+            try:
+                checks.finite(name, value)
+            except ValueError as err:
+                where = f"{COMMAND_LINE}: {parser.shown(name)}" if name in parser.flags else parser.yaml_keys.get(name)
+                raise ConfigError(f"{where}: {err}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,7 +319,7 @@ def parse_config_and_sources(types: Sequence[type], argv: Sequence[str]) -> tupl
         try:
             outputs.append(dtype(**values))
         except (ValueError, TypeError) as err:
-            raise ConfigError(f"{_source(parser, dtype, values, str(err))}: {err}") from err
+            raise ConfigError(f"{_source(parser, values, str(err))}: {err}") from err
     shown = {dest: parser.shown(dest) for dest in parser.flags}
     files = {k: v for k, v in sources.items() if k not in parser.flags}
     return tuple(outputs), SettingSources(shown, files)
