@@ -28,6 +28,9 @@ class FakeTrainer:
     def is_world_process_zero(self) -> bool:
         return self.main
 
+    def export_loss_parameters(self, folder: Path) -> None:  # a loss without parameters: nothing to write
+        pass
+
     def push_final_folder(self, folder: str, commit_message: str, allow_patterns: list[str] | None = None) -> str:
         card = Path(folder) / "README.md"
         self.pushes.append((commit_message, allow_patterns, card.read_text() if card.is_file() else None))
