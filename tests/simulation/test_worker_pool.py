@@ -12,13 +12,19 @@ import os, sys, time
 from simcse_weince.simulation.worker_pool import worker_pool
 pool = worker_pool(2)
 futures = [pool.submit(time.sleep, 60) for _ in range(2)]
-deadline = time.monotonic() + 30
+def in_task(pid):  # a worker sleeping in its task is past its initializer (importing the package takes seconds)
+    try:
+        return "nanosleep" in open(f"/proc/{pid}/wchan").read()
+    except OSError:
+        return False
+deadline = time.monotonic() + 60
 while True:
     children = [int(p) for p in open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()]
-    if len(children) >= 3 or time.monotonic() > deadline:  # the two workers and the resource tracker
+    # the two workers and the resource tracker
+    if (len(children) >= 3 and sum(map(in_task, children)) >= 2) or time.monotonic() > deadline:
         break
     time.sleep(0.05)
-time.sleep(0.5)  # the workers are past their initializer
+time.sleep(0.5)
 print(" ".join(map(str, children)), flush=True)
 time.sleep(60)
 """
