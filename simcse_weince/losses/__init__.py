@@ -14,7 +14,7 @@ from simcse_weince.losses.stats import AnchorStatistics
 from simcse_weince.losses.topm import TopMConfig
 from simcse_weince.losses.weince import WeinceConfig, WeinceLoss
 
-LOSSES: dict[str, type[ContrastiveLoss]] = {cls.name: cls for cls in (InfoNCELoss, WeinceLoss)}
+LOSSES: dict[str, type[ContrastiveLoss]] = {cls.name: cls for cls in (WeinceLoss, InfoNCELoss)}  # the default first
 
 
 def loss_class(name: str) -> type[ContrastiveLoss]:
