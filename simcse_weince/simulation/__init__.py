@@ -1,4 +1,6 @@
-"""Ground truth: simulated scores and winners whose laws are known, to check the diagnostics and WEINCE's λ.
+"""Ground truth: simulated scores and winners whose laws are known, to check the diagnostics and WEINCE's λ (E1–E3);
+and Ground truth II, universes with a known similarity kernel where trained tables meet the Bayes search (the sweeps:
+``sweep_settings``, ``sweep_cells``, ``cell_store``, ``sweep_memory``, ``sweep_reports``, ``sweep_runner``).
 
 Layering: imports ``losses`` and ``diagnostics`` only; no library imports it; its command is ``simcse-simulate``.
 """
