@@ -200,7 +200,7 @@ def check_args(args: argparse.Namespace) -> None:
 
 def base_temperature(config: str) -> float:
     """τ of the base config (the InfoNCE arms' τ outside the (f) grid)."""
-    from simcse_weince.losses.config import WeinceConfig
+    from simcse_weince.losses.weince import WeinceConfig
 
     cfg = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
     return float(cfg.get("temperature", WeinceConfig().temperature))

@@ -27,14 +27,15 @@ from simcse_weince.diagnostics.pot import fit_pot, threshold_stability
 from simcse_weince.diagnostics.scores import EmbeddedBatch, negative_scores, positive_ranks
 from simcse_weince.diagnostics.text_geometry import stsb_sentences_and_pairs, text_geometry
 from simcse_weince.diagnostics.weince_summary import batch_statistics, summarise
-from simcse_weince.losses import WeinceLoss
-from simcse_weince.losses.config import WeinceConfig
+from simcse_weince.losses import LOSSES, ContrastiveLoss
 from simcse_weince.model_sources import check_model_source, resolve_model_path
 from simcse_weince.paths import resolve_data_path, senteval_root
 from simcse_weince.stopping import kept_on_stop
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import ConfigError
 from simcse_weince.vision.model import simclr_folder
+
+STATISTICS_CONFIG = LOSSES["weince"].Config  # the per-anchor statistics diagnosed are WEINCE's (its knobs' flags)
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         "default: the run's saved loss settings (run_config.yaml beside the model), else the WEINCE defaults; "
         "a flag given here overrides one setting",
     )
-    knobs = {f.name: f for f in dataclasses.fields(WeinceConfig)}
-    hints = get_type_hints(WeinceConfig)
+    knobs = {f.name: f for f in dataclasses.fields(STATISTICS_CONFIG)}
+    hints = get_type_hints(STATISTICS_CONFIG)
     for flag, name in LOSS_FLAGS.items():
         help_text = f"{knobs[name].metadata['help']} Default: the run's {name}, else {knobs[name].default!r}."
         loss.add_argument(
@@ -100,13 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# WeinceConfig fields without a flag: τ does not enter the statistics, and a fixed λ would replace them.
+# WEINCE config fields without a flag: τ does not enter the statistics, and a fixed λ would replace them.
 NOT_STATISTICS_FLAGS = frozenset({"temperature", "fixed_lambda"})
-# flag -> WeinceConfig field, one per knob; the loss's q (the hardness quantile that defines ρ_0) is
+# flag -> WEINCE config field, one per knob; the loss's q (the hardness quantile that defines ρ_0) is
 # ``--hardness_quantile``, apart from the POT threshold's ``--pot_quantile``
 LOSS_FLAGS = {
     ("hardness_quantile" if f.name == "q" else f.name): f.name
-    for f in dataclasses.fields(WeinceConfig)
+    for f in dataclasses.fields(STATISTICS_CONFIG)
     if f.name not in NOT_STATISTICS_FLAGS
 }
 # former flag -> (its name now, its argparse type): scripts written for the old spellings keep working
@@ -136,7 +137,7 @@ def saved_loss_settings(model_path: str) -> tuple[dict, str]:
     return {}, "defaults"
 
 
-def statistics_loss(args, model_path: str, layout: str) -> tuple[WeinceLoss, str]:
+def statistics_loss(args, model_path: str, layout: str) -> tuple[ContrastiveLoss, str]:
     """The WEINCE loss whose statistics are reported: the run's saved settings, then the flags given.
 
     Raises:
@@ -225,7 +226,7 @@ def diagnose(
     args: argparse.Namespace,
     path: str,
     kind: str,
-    loss: WeinceLoss,
+    loss: ContrastiveLoss,
     loss_source: str,
     out: Path,
     written: list[Path],

@@ -121,7 +121,7 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
     results: dict = {"before": scores() if data_args.eval_before_training else {}}
     results |= train_and_record(trainer, args)  # the model now holds the best checkpoint's weights
     results |= {
-        "after": scores(), "text": stats.to_dict(), "loss": loss.get_config_dict() | {"name": loss_args.loss},
+        "after": scores(), "text": stats.to_dict(), "loss": loss.get_config_dict() | {"name": loss.name},
         "model": model_args.model_name_or_path, "pooler": model_args.pooler,
         "inference_pooler": model.inference_pooler, "eval_max_pairs": data_args.eval_max_pairs,
         "validation": validation,
@@ -133,7 +133,7 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
             base_model=model_args.model_name_or_path, from_config=model_args.init_from_config,
             data_desc=f"{describe_rows(stats, len(corpus))} from {files} ({stats.truncated} truncated)",
             supervised=len(stats.text_columns) > 1,
-            **card_facts(trainer, loss_args.loss, loss), max_len=data_args.max_seq_length,
+            **card_facts(trainer, loss), max_len=data_args.max_seq_length,
             pooler=model_args.pooler, inference_pooler=model.inference_pooler, eval_steps=args.eval_steps,
             scores={score_label(k, data_args.eval_max_pairs, validation): v for k, v in results["after"].items()},
             selection=f"best {validation['metric']} on {validation['label']}",

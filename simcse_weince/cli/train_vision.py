@@ -80,14 +80,14 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
     results |= train_and_record(trainer, args)  # the model now holds the best checkpoint's weights
     results |= {
         "after": full_evaluation(model, probe_train, probe_test, num_classes, args),
-        "loss": loss.get_config_dict() | {"name": loss_args.loss}, "backbone": model_args.backbone,
+        "loss": loss.get_config_dict() | {"name": loss.name}, "backbone": model_args.backbone,
         "dataset": data_args.dataset, "sizes": sizes,
     }  # fmt: skip
 
     def card(usage_path: str) -> str:
         return render_vision_card(
             config=config, dataset=data_args.dataset, train_images=len(train),
-            **card_facts(trainer, loss_args.loss, loss), scores={m: results["after"][m] for m in METRICS},
+            **card_facts(trainer, loss), scores={m: results["after"][m] for m in METRICS},
             usage_path=usage_path,
         )  # fmt: skip
 
