@@ -202,3 +202,20 @@ def test_no_library_infers_the_batch_kind_from_a_shape() -> None:
         and (found := shape_branches(path.read_text(encoding="utf-8")))
     }
     assert bad == {}
+
+
+def test_losses_are_named_only_through_the_registry() -> None:
+    """Outside ``losses/`` (and the package's own ``__init__``, which re-exports the public classes) no module
+    imports a concrete loss class: the others reach a loss through ``LOSSES`` / ``loss_class`` by its name, so that
+    adding a loss is one file and one registry line."""
+    from simcse_weince.losses import LOSSES
+
+    concrete = {cls.__name__ for cls in LOSSES.values()}
+    bad = [
+        f"{name} imports {sorted(concrete & set(names))}"
+        for name, path in MODULES.items()
+        if subpackage(name) != "losses" and name != "simcse_weince"
+        for module, names in imports(path)
+        if module.startswith("simcse_weince") and concrete & set(names)
+    ]
+    assert not bad, bad
