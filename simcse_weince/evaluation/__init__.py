@@ -27,6 +27,7 @@ _HOMES = {
     "RetrievalTask": "retrieval_data",
     "load_beir_folder": "retrieval_data",
     "TaskFamily": "family",
+    "DevSet": "family",
     "FAMILIES": "families",
     "load_transfer_task": "transfer_data",
 }
