@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simcse_weince.losses.weince import WeinceLoss
+from simcse_weince.losses import loss_class
 from simcse_weince.simulation.batches import ScoreSetting
 from simcse_weince.simulation.calibration import link_grid, pot_calibration
 from simcse_weince.simulation.noise_floor import closed_forms, simulate_noise_floor
@@ -121,7 +121,8 @@ def run_e3(
     laws: Sequence[BlendedLaw | None] = (*E3_LAWS, None),
     anchors: int = 256,
 ) -> tuple[dict, str]:
-    loss = {"simcse": WeinceLoss(temperature=0.05), "ntxent": WeinceLoss(temperature=0.5, layout="ntxent")}
+    weince = loss_class("weince")
+    loss = {"simcse": weince(temperature=0.05), "ntxent": weince(temperature=0.5, layout="ntxent")}
     cells, sweeps = [], []
     for tail in tails:
         for c in hardness:

@@ -25,10 +25,9 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from simcse_weince import checks
+from simcse_weince.losses import loss_class
 from simcse_weince.losses.base import ContrastiveLoss
-from simcse_weince.losses.infonce import InfoNCELoss
 from simcse_weince.losses.layout import ScoreMatrix
-from simcse_weince.losses.weince import WeinceLoss
 from simcse_weince.simulation.universe import Universe
 from simcse_weince.simulation.winners import BlendedLaw
 
@@ -44,13 +43,13 @@ def build_loss(name: str, tau: float, kernel: BlendedLaw) -> ContrastiveLoss:
         ValueError: an unknown arm.
     """
     if name == "infonce":
-        return InfoNCELoss(tau)
+        return loss_class("infonce")(tau)
     if name == "weince":
-        return WeinceLoss(tau)
+        return loss_class("weince")(tau)
     if name in ("weince_unit", "weince_hill"):
-        return WeinceLoss(tau, beta_mode=name.split("_")[1])
+        return loss_class("weince")(tau, beta_mode=name.split("_")[1])
     checks.one_of(LOSSES)("loss", name)
-    return WeinceLoss(kernel.tau, fixed_lambda=kernel.lam, beta_clamp=(kernel.beta, kernel.beta))  # the oracle
+    return loss_class("weince")(kernel.tau, fixed_lambda=kernel.lam, beta_clamp=(kernel.beta, kernel.beta))  # oracle
 
 
 _AT_LEAST_1 = checks.integer_at_least(1)
@@ -134,7 +133,7 @@ def _fit(
         optimizer.step()
         if step >= cfg.steps - tail:
             losses.append(value.detach())
-            if isinstance(loss, WeinceLoss) and loss.last_statistics is not None:
+            if isinstance(loss, loss_class("weince")) and loss.last_statistics is not None:
                 lams.append(loss.last_statistics.lam.mean())
                 betas.append(loss.last_statistics.beta.mean())
     with torch.no_grad():

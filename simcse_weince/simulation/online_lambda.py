@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.stats import mixing_weight, quantile_by_index
-from simcse_weince.losses.weince import WeinceLoss
 from simcse_weince.simulation.batches import ScoreSetting, simulate_batch, simulate_ntxent_batch
 from simcse_weince.simulation.winners import BlendedLaw
 
@@ -46,7 +46,7 @@ class CellStatistics:
 def cell_statistics(
     setting: ScoreSetting,
     law: BlendedLaw | None,
-    loss: WeinceLoss,
+    loss: ContrastiveLoss,
     num_batches: int,
     seed: int,
 ) -> CellStatistics:

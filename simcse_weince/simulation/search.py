@@ -47,9 +47,9 @@ from scipy.linalg import orthogonal_procrustes
 from scipy.stats import t as student_t
 
 from simcse_weince.diagnostics.link import LinkFit, ScoreBatch, select_link
+from simcse_weince.losses import loss_class
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import ScoreMatrix
-from simcse_weince.losses.weince import WeinceLoss
 from simcse_weince.simulation.universe import Universe, cosine_scores
 
 
@@ -64,7 +64,7 @@ def model_log_posterior(
     """
     scores = scores.float()
     excluded = torch.zeros_like(scores, dtype=torch.bool) if excluded is None else excluded
-    if isinstance(loss, WeinceLoss):
+    if isinstance(loss, loss_class("weince")):
         a, m = scores.shape
         padded = torch.cat([torch.zeros(a, 1), scores], dim=1)
         mask = torch.cat([torch.ones(a, 1, dtype=torch.bool), excluded], dim=1)
