@@ -169,6 +169,35 @@ def all_of(*checks: Check) -> Check:
     return check
 
 
+# ---- the command-line arguments' wording ---------------------------------------------------------------------
+# The training, text and vision argument groups have always said "<name> must be <expected>; got <value>" (their
+# tests and users' scripts match it): the same checks, that wording.
+def argument_fail(name: str, expected: str, value: Any) -> None:
+    """``ValueError("<name> must be <expected>; got <value!r>")``."""
+    raise ValueError(f"{name} must be {expected}; got {value!r}")
+
+
+def check_choice(name: str, value: Any, choices: Any) -> None:
+    """One of the values of a ``Literal`` type (listed by name, comma-separated)."""
+    allowed = get_args(choices)
+    if value not in allowed:
+        argument_fail(name, f"one of {', '.join(map(str, allowed))}", value)
+
+
+def check_at_least(name: str, value: float | None, minimum: float) -> None:
+    """``None`` or a number ≥ ``minimum``."""
+    if value is not None and not value >= minimum:
+        argument_fail(name, f">= {minimum}", value)
+
+
+def check_in(name: str, value: Any, interval: Check) -> None:
+    """A value :func:`within` accepts, in the arguments' wording."""
+    try:
+        interval(name, value)
+    except ValueError:
+        argument_fail(name, f"in {interval.interval}", value)  # type: ignore[attr-defined]
+
+
 def setting(check: Check, help: str) -> dict[str, Any]:
     """The metadata of a checked dataclass field: its range check and its ``--help`` text."""
     return {"check": check, "help": help}

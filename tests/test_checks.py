@@ -215,3 +215,20 @@ def test_check_fields_refuses_in_field_order(values: dict, message: str) -> None
 def test_the_module_example_runs() -> None:
     failed, tried = doctest.testmod(checks, optionflags=doctest.ELLIPSIS)
     assert tried > 0 and failed == 0
+
+
+def test_the_arguments_wording_of_the_same_checks() -> None:
+    """The argument groups' checks say "; got" (pinned by their tests), and refuse NaN as every check does."""
+    from typing import Literal
+
+    checks.check_choice("pooler", "avg", Literal["avg", "cls"])
+    with pytest.raises(ValueError, match=r"^pooler must be one of avg, cls; got 'max'$"):
+        checks.check_choice("pooler", "max", Literal["avg", "cls"])
+    checks.check_at_least("eval_max_pairs", None, 2)
+    checks.check_at_least("eval_max_pairs", 2, 2)
+    for bad in (1, float("nan")):
+        with pytest.raises(ValueError, match=r"^eval_max_pairs must be >= 2; got "):
+            checks.check_at_least("eval_max_pairs", bad, 2)
+    checks.check_in("adam_beta1", 0.0, checks.within(0, 1, open_high=True))
+    with pytest.raises(ValueError, match=r"^adam_beta1 must be in \[0, 1\); got 1.0$"):
+        checks.check_in("adam_beta1", 1.0, checks.within(0, 1, open_high=True))

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simcse_weince.checks import check_at_least, check_choice
 from simcse_weince.text.columns import check_text_columns
 from simcse_weince.text.poolers import Pooler
 from simcse_weince.text.positions import MIN_SEQ_LENGTH
 from simcse_weince.text.sources import COLUMN_SUFFIXES, check_file_name, column_format
 from simcse_weince.text.validation import parse_validation
-from simcse_weince.training.arguments import ContrastiveTrainingArguments, check_at_least, check_choice
+from simcse_weince.training.arguments import ContrastiveTrainingArguments
 
 
 @dataclass

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields, make_dataclass
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import Any, Literal, get_origin, get_type_hints
 
 import torch
 from transformers import TrainingArguments
 
 from simcse_weince import checks
+from simcse_weince.checks import check_at_least, check_choice
 from simcse_weince.losses import LOSSES, ContrastiveLoss, WithTopMTerms, loss_configs
 from simcse_weince.losses.base import check_hard_negative_weight
 from simcse_weince.losses.layout import Layout
@@ -28,18 +29,6 @@ from simcse_weince.training.hub import check_repo_id, repo_name
 
 LossName = Literal[tuple(LOSSES)]  # type: ignore[valid-type]  # the registry's names: --help lists them
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
-
-
-def check_choice(name: str, value: object, choices: object) -> None:
-    """``ValueError`` naming the field, the value and the allowed choices of a ``Literal`` type."""
-    allowed = get_args(choices)
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}; got {value!r}")
-
-
-def check_at_least(name: str, value: float | None, minimum: float) -> None:
-    if value is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}; got {value!r}")
 
 
 class _LossArgumentsMethods:
@@ -226,8 +215,7 @@ class ContrastiveTrainingArguments(TrainingArguments):
         for name in ("learning_rate", "weight_decay", "adam_epsilon", "max_grad_norm"):
             check_at_least(name, getattr(self, name), 0.0)
         for name in ("adam_beta1", "adam_beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ValueError(f"{name} must be in [0, 1); got {getattr(self, name)!r}")
+            checks.check_in(name, getattr(self, name), checks.within(0, 1, open_high=True))
 
     def _check_hub_id(self) -> None:
         """The Hub repository's id in the form the Hub accepts, before the Hub is asked for a token: the
