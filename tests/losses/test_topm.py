@@ -530,3 +530,14 @@ def test_diagnostics_are_the_last_batchs_only() -> None:
     with torch.no_grad():
         _step(loss, 1, 0.5)
     assert "topm_beta_hat" not in loss.last_diagnostics and "topm_beta" in loss.last_diagnostics
+
+
+def test_a_loss_state_saved_before_the_wrapper_loads() -> None:
+    """Checkpoints written when the terms were a field of the loss hold ``terms.beta_t``; the wrapper's buffer is
+    ``topm.beta_t`` and takes that value (strict: no key left over or missing)."""
+    loss = WeinceLoss(TAU, layout="ntxent", terms=TopMConfig(topm_weibit_weight=0.5))
+    assert isinstance(loss, WithTopMTerms) and set(loss.state_dict()) == {"topm.beta_t"}
+    loss.load_state_dict({"terms.beta_t": torch.tensor(2.75, dtype=torch.float64)})
+    assert float(loss.topm.beta_t) == 2.75
+    loss.load_state_dict({"topm.beta_t": torch.tensor(3.5, dtype=torch.float64)})
+    assert float(loss.topm.beta_t) == 3.5
