@@ -126,6 +126,11 @@ class ContrastiveLoss(nn.Module):
         return {}
 
     @property
+    def citation(self) -> str:
+        """The BibTeX entry of the loss's paper, for model cards (none by default)."""
+        return ""
+
+    @property
     def logged_keys(self) -> tuple[str, ...]:
         """The entries of ``last_diagnostics`` the trainer logs (the class's ``diagnostic_keys``)."""
         return type(self).diagnostic_keys
