@@ -181,11 +181,11 @@ def test_resume_restores_the_running_beta_of_the_top_m_weibit_term(
         run(_args(tiny_bert_dir, wiki_sample, cut, **common), callbacks=[StopAt(3)])
     assert not (cut / "checkpoint-4").exists()
     saved = torch.load(cut / "checkpoint-2" / "loss_state.pt", weights_only=True)
-    assert set(saved) == {"terms.beta_t"} and float(saved["terms.beta_t"]) != 4.0  # moved from topm_beta_init
-    assert torch.equal(saved["terms.beta_t"], torch.load(full / "checkpoint-2" / "loss_state.pt")["terms.beta_t"])
+    assert set(saved) == {"topm.beta_t"} and float(saved["topm.beta_t"]) != 4.0  # moved from topm_beta_init
+    assert torch.equal(saved["topm.beta_t"], torch.load(full / "checkpoint-2" / "loss_state.pt")["topm.beta_t"])
     assert run(_args(tiny_bert_dir, wiki_sample, cut, **common, resume_from_checkpoint="last"))["steps"] == 4
-    end = [torch.load(folder / "checkpoint-4" / "loss_state.pt")["terms.beta_t"] for folder in (full, cut)]
-    assert torch.equal(*end) and not torch.equal(end[0], saved["terms.beta_t"])
+    end = [torch.load(folder / "checkpoint-4" / "loss_state.pt")["topm.beta_t"] for folder in (full, cut)]
+    assert torch.equal(*end) and not torch.equal(end[0], saved["topm.beta_t"])
     a = load_file(full / "checkpoint-4" / "model.safetensors")
     b = load_file(cut / "checkpoint-4" / "model.safetensors")
     assert set(a) == set(b)
