@@ -54,7 +54,7 @@ def run(argv: Sequence[str], callbacks: Sequence[TrainerCallback] = ()) -> dict:
 
 
 def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallback]) -> dict:
-    model_args, data_args, loss_args, args = groups.values()
+    model_args, data_args, _, args = groups.values()
     train, probe_train, probe_test, num_classes = build_datasets(data_args)
     sizes = {"train": len(train), "probe_train": len(probe_train), "probe_test": len(probe_test)}
     logger.info("data: %d training images, probe %d / %d, %d classes", *sizes.values(), num_classes)

@@ -16,8 +16,8 @@ import torch
 
 from simcse_weince.cli.diagnose import LOSS_FLAGS, NOT_STATISTICS_FLAGS, build_parser, statistics_loss
 from simcse_weince.losses import WeinceLoss, WithTopMTerms, stats
-from simcse_weince.losses.weince import BETA_MODES, WeinceConfig
 from simcse_weince.losses.topm import TopMConfig
+from simcse_weince.losses.weince import BETA_MODES, WeinceConfig
 from simcse_weince.training.arguments import LossArguments
 
 KNOBS = [f.name for f in dataclasses.fields(WeinceConfig)]
