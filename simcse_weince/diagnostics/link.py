@@ -1,5 +1,8 @@
 r"""Likelihood-based link selection (``docs/algorithm.md`` §4), fitted and reported in its identified parametrisation.
 
+The family is the WEINCE paper's (Erol et al., "When Softmax Fails at the Top: Extreme-Value Corrections for
+InfoNCE", ICML 2026, arXiv 2606.00262; ``docs/algorithm.md``, References).
+
 For anchor i with candidate scores ``s_ij`` and observed winner (its positive) ``w_i``, the nested family of the
 paper is
 
