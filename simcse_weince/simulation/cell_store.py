@@ -2,6 +2,9 @@
 
 ``<sweep>.cells.jsonl`` holds one JSON line per finished cell, flushed and synced as it is written, so a kill
 loses only the cells in flight; a torn last line (a kill mid-write) is dropped and its cell runs again.
+A record without a figure the sweep now computes (:func:`~simcse_weince.simulation.sweep_cells.is_complete`, e.g.
+one stored before the ranking fields existed) is not done: its cell runs again, and :meth:`CellStore.start` drops
+the outdated lines from the file (replaced whole, so a kill leaves the old file or the new one).
 ``<sweep>.settings.json`` beside it holds the settings the cells were made with: a resume with other settings
 (other than those the sweep does not read) is refused (:func:`~simcse_weince.setting_changes.setting_changes`).
 """
@@ -12,8 +15,9 @@ import json
 import os
 from pathlib import Path
 
+from simcse_weince.atomic import write_text_atomic
 from simcse_weince.setting_changes import setting_changes
-from simcse_weince.simulation.sweep_cells import cell_key
+from simcse_weince.simulation.sweep_cells import cell_key, is_complete
 from simcse_weince.simulation.sweep_settings import IGNORED, SweepSettings
 
 
@@ -29,6 +33,7 @@ class CellStore:
         self.settings_path = out / f"{settings.sweep}.settings.json"
         self.settings = settings.to_dict()
         self.done: dict[str, dict] = {}
+        self.outdated = 0  # records lacking a figure the sweep now computes (run again)
         if self.settings_path.exists():
             before = json.loads(self.settings_path.read_text())
             changed = setting_changes(before, self.settings, ignore=IGNORED[settings.sweep])
@@ -45,12 +50,19 @@ class CellStore:
                     record = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line torn by a kill: that cell runs again
+                if not is_complete(settings.sweep, record):
+                    self.outdated += 1
+                    continue
                 self.done[cell_key(record["cell"])] = record
 
     def start(self) -> None:
-        """Write the settings file, and end a torn last line so that the next record starts on its own line."""
+        """Write the settings file, drop outdated records from the store, and end a torn last line so that the next
+        record starts on its own line."""
         self.settings_path.parent.mkdir(parents=True, exist_ok=True)
         self.settings_path.write_text(json.dumps(self.settings, indent=2))
+        if self.outdated:  # keep only the current records (a torn line goes with the outdated ones)
+            write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in self.done.values()))
+            self.outdated = 0
         if self.path.exists() and (text := self.path.read_text()) and not text.endswith("\n"):
             with self.path.open("a") as f:
                 f.write("\n")

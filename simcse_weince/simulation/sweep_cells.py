@@ -2,6 +2,12 @@
 
 One seed draws the universe, the training pairs, the negatives, the initial table and the evaluation problems. All
 of them are shared by every loss at that seed, which makes the losses paired.
+
+Every trained table (and the encoder's held-out items) is scored by its KL to the Bayes search under the loss's own
+link (``universe_gap``), by ranking (``top1``, ``recall10``: :func:`~simcse_weince.simulation.search.recall_at` at
+k = 10) and by the **best-link KL** (``best_link_gap``): the universe KL under the link (a, b) refitted on the
+table's own cosines over fresh search problems (``link``, as ``simcse-diagnose`` reads a real encoder). A record
+without these fields (made before they existed) is not done: :func:`is_complete`.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ from simcse_weince.simulation.search import (
     first_order_constant,
     geometry,
     learned_link,
+    link_universe_gap,
     loglog_slope,
     proposition_one,
+    recall_at,
     search_gap,
     top1_agreement,
     universe_gap,
@@ -26,6 +34,10 @@ from simcse_weince.simulation.search import (
 )
 from simcse_weince.simulation.sweep_settings import SweepSettings
 from simcse_weince.simulation.universe import Universe, kernel_law, make_universe
+
+RECALL_K = 10
+RANKING_FIELDS: tuple[str, ...] = ("top1", "recall10", "best_link_gap", "link")
+LINK_FIELDS: tuple[str, ...] = ("a", "a_ci", "b", "b_ci", "heldout_gain", "heldout_gain_ci")
 
 
 def cells(settings: SweepSettings) -> list[dict]:
@@ -47,6 +59,15 @@ def cells(settings: SweepSettings) -> list[dict]:
 def cell_key(cell: dict) -> str:
     """A cell's identity in the store: its settings as sorted JSON."""
     return json.dumps(cell, sort_keys=True)
+
+
+def is_complete(sweep: str, record: dict) -> bool:
+    """Whether a stored record holds every figure its sweep now computes (the ranking and best-link fields of a
+    training cell, of an encoder cell's held-out items); a record made before them runs again."""
+    if sweep == "proposition":
+        return True
+    part = record.get("heldout", {}) if sweep == "encoder" else record
+    return all(name in part for name in RANKING_FIELDS)
 
 
 def universe_of(settings: SweepSettings, kernel: str, seed: int) -> Universe:
@@ -104,26 +125,37 @@ def training_cell(settings: SweepSettings, cell: dict, universe: Universe) -> di
     for size in settings.eval_sizes:
         generator = torch.Generator().manual_seed(cell["seed"] * 1_000_003 + size)  # same problems for every loss
         gaps[str(size)] = search_gap(universe, table, loss, size, settings.eval_sets, generator).to_dict()
+    return {
+        "universe_gap": universe_gap(universe, table, loss),
+        "search_gap": gaps,
+        **ranking_and_link(settings, cell, universe, table),
+        **geometry(universe, table),
+        "lambda_mean": result.lambda_mean,
+        "beta_mean": result.beta_mean,
+        "final_loss": result.final_loss,
+    }
+
+
+def ranking_and_link(settings: SweepSettings, cell: dict, universe: Universe, table: torch.Tensor) -> dict:
+    """A table's ranking against the Bayes retriever (``top1``, ``recall10``), the link (a, b) refitted on its
+    cosines over fresh search problems (the same problems for every loss at one seed) and the universe KL under
+    that link (``best_link_gap``)."""
     link = learned_link(
         universe, table, settings.link_size, settings.link_batches, settings.link_anchors,
         torch.Generator().manual_seed(cell["seed"] * 1_000_003 + 1),
     )  # fmt: skip
     return {
-        "universe_gap": universe_gap(universe, table, loss),
-        "search_gap": gaps,
         "top1": top1_agreement(universe, table),
-        **geometry(universe, table),
-        "lambda_mean": result.lambda_mean,
-        "beta_mean": result.beta_mean,
-        "final_loss": result.final_loss,
-        "link": {k: link.to_dict()[k] for k in ("a", "a_ci", "b", "b_ci", "heldout_gain", "heldout_gain_ci")}
-        | {"converged": link.converged},
+        "recall10": recall_at(universe, table, RECALL_K),
+        "best_link_gap": link_universe_gap(universe, table, link.a, link.b),
+        "link": {k: link.to_dict()[k] for k in LINK_FIELDS} | {"converged": link.converged},
     }
 
 
 def encoder_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dict:
     """An MLP encoder of noisy observations trained on half of the items, scored on both halves (the held-out half
-    is a universe of its own: its Bayes search is over the held-out items)."""
+    is a universe of its own: its Bayes search is over the held-out items, and its link is refitted on search
+    problems among them)."""
     half = universe.size // 2
     order = torch.randperm(universe.size, generator=torch.Generator().manual_seed(cell["seed"] + 17))
     seen, held = order[:half], order[half:]
@@ -139,10 +171,11 @@ def encoder_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dic
         "train": {
             "universe_gap": universe_gap(train_part, result.table, loss),
             "top1": top1_agreement(train_part, result.table),
+            "recall10": recall_at(train_part, result.table, RECALL_K),
         },
         "heldout": {
             "universe_gap": universe_gap(heldout_part, heldout_table, loss),
-            "top1": top1_agreement(heldout_part, heldout_table),
+            **ranking_and_link(settings, cell, heldout_part, heldout_table),
             "search_gap": search_gap(heldout_part, heldout_table, loss, size, settings.eval_sets, generator).to_dict(),
             **geometry(heldout_part, heldout_table),
         },

@@ -1,11 +1,18 @@
 """The reports of the Ground truth II sweeps: a summary (JSON) and Markdown tables per sweep, from the cells'
-records; means over seeds with 95% t intervals, and the arms against InfoNCE paired by seed."""
+records; means over seeds with 95% t intervals, and the arms against InfoNCE paired by seed.
+
+Every comparison of an arm with InfoNCE gives four paired differences (:data:`PAIRED`): the universe KL under the
+loss's own link, top-1 agreement and recall@10 with the Bayes retriever, and the best-link KL (the link refitted on
+the trained table). Where KL and ranking point opposite ways, both intervals excluding 0, the report says so in
+words (:func:`disagreement`).
+"""
 
 from __future__ import annotations
 
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -89,6 +96,79 @@ def _paired(records: list[dict], metric: Callable[[dict], float], loss: str, bas
     return [a[seed] - b[seed] for seed in sorted(a.keys() & b.keys())]
 
 
+@dataclass(frozen=True)
+class Figure:
+    """A figure compared paired by seed: its key in a record (or its part), its name, its format, and whether a
+    lower value is better."""
+
+    key: str
+    name: str
+    fmt: str
+    lower_is_better: bool
+
+
+PAIRED: tuple[Figure, ...] = (
+    Figure("universe_gap", "universe KL", "+.4f", True),
+    Figure("top1", "top-1", "+.3f", False),
+    Figure("recall10", "recall@10", "+.3f", False),
+    Figure("best_link_gap", "best-link KL", "+.4f", True),
+)
+PAIRED_HEADER = " | ".join(f.name for f in PAIRED)
+
+
+def paired_figures(records: list[dict], loss: str, part: str | None = None, **match: object) -> dict[str, list[float]]:
+    """``loss`` − InfoNCE per seed for every figure of :data:`PAIRED` (of the records' ``part`` when given: an
+    encoder's ``heldout`` items), over the cells of ``match``."""
+
+    def getter(key: str) -> Callable[[dict], float]:
+        return (lambda r: r[part][key]) if part else (lambda r: r[key])
+
+    return {f.key: _paired(records, getter(f.key), loss, "infonce", **match) for f in PAIRED}
+
+
+def paired_columns(diffs: dict[str, list[float]]) -> str:
+    """The Markdown cells of :data:`PAIRED`'s differences, ``mean [low, high]``."""
+    return " | ".join(ci(diffs[f.key], f.fmt) for f in PAIRED)
+
+
+def _direction(values: list[float], figure: Figure) -> int:
+    """+1 when the interval says the arm is better than InfoNCE on ``figure``, −1 when worse, 0 when it holds 0."""
+    _, low, high = mean_interval(values)
+    if len(values) < 2 or low <= 0 <= high:
+        return 0
+    better = high < 0 if figure.lower_is_better else low > 0
+    return 1 if better else -1
+
+
+def disagreement(what: str, diffs: dict[str, list[float]]) -> str | None:
+    """A sentence when the universe KL and a ranking figure (top-1 or recall@10) disagree: one says the arm is
+    better than InfoNCE, the other worse, both 95% intervals excluding 0. ``None`` when they do not."""
+    kl, *ranking = [f for f in PAIRED if f.key in ("universe_gap", "top1", "recall10")]
+    verdict = _direction(diffs[kl.key], kl)
+    against = [f for f in ranking if verdict and _direction(diffs[f.key], f) == -verdict]
+    if not against:
+        return None
+    said = "closer to" if verdict > 0 else "farther from"
+    ranks = "worse" if verdict > 0 else "better"
+    figures = ", ".join(f"{f.name} {ci(diffs[f.key], f.fmt)}" for f in against)
+    best = next(f for f in PAIRED if f.key == "best_link_gap")
+    return (
+        f"{what}: the KL puts the arm {said} the Bayes search than InfoNCE ({ci(diffs[kl.key], kl.fmt)}) but it ranks "
+        f"{ranks} ({figures}); best-link KL {ci(diffs[best.key], best.fmt)}."
+    )
+
+
+def disagreement_lines(found: list[str]) -> list[str]:
+    """The report's section on KL against ranking."""
+    lines = [
+        "",
+        "Where KL and ranking disagree (the KL difference and a top-1 or recall@10 difference point opposite ways, "
+        "both 95% intervals excluding 0):",
+        "",
+    ]
+    return lines + ([f"- {x}" for x in found] if found else ["- nowhere in this sweep."])
+
+
 def excess_slope(ks: Sequence[int], gaps: Sequence[float]) -> float | None:
     """Slope of log(gap(k) − floor) on log k over all but the two largest k, floor = the smaller gap at those two;
     ``None`` where an excess is ≤ 0 or fewer than 2 points remain (the rate is then not readable)."""
@@ -111,11 +191,12 @@ def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict
         f"of {s['batch']} anchors, Adam lr {s['lr']:g}; N = {s['items']}, d = d′ = {s['dim']}; seeds {s['seeds']}; "
         f"{machine()}. Means over seeds [95% t interval].",
         "",
-        f"| kernel | loss | k | universe KL | search KL (m = {size}) | top-1 agreement | cosine r | Procrustes | "
-        "λ (training) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| kernel | loss | k | universe KL | search KL (m = {size}) | top-1 agreement | recall@10 | best-link KL | "
+        "cosine r | Procrustes | λ (training) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    slopes, paired, links, summary = [], [], [], {"cells": records, "slopes": [], "paired": []}
+    slopes, paired, links, found = [], [], [], []
+    summary: dict = {"cells": records, "slopes": [], "paired": []}
     for kernel in s["kernels"]:
         for loss in s["losses"]:
             for k in s["ks"]:
@@ -123,6 +204,7 @@ def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict
                 lines.append(
                     f"| {kernel} | {loss} | {k} | {ci([r['universe_gap'] for r in g])} | "
                     f"{ci([r['search_gap'][size]['mean'] for r in g])} | {ci([r['top1'] for r in g], '.3f')} | "
+                    f"{ci([r['recall10'] for r in g], '.3f')} | {ci([r['best_link_gap'] for r in g])} | "
                     f"{np.mean([r['cosine_corr'] for r in g]):.3f} | {np.mean([r['procrustes'] for r in g]):.3f} | "
                     f"{np.mean([r['lambda_mean'] for r in g]):.3f} |"
                 )
@@ -149,17 +231,19 @@ def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict
             )
         for loss in _against_infonce(s):
             for k in s["ks"]:
-                d_gap = _paired(records, lambda r: r["universe_gap"], loss, "infonce", kernel=kernel, k=k)
-                d_top = _paired(records, lambda r: r["top1"], loss, "infonce", kernel=kernel, k=k)
-                paired.append(f"| {kernel} | {loss} − infonce | {k} | {ci(d_gap, '+.4f')} | {ci(d_top, '+.3f')} |")
-                summary["paired"].append({"kernel": kernel, "loss": loss, "k": k, "universe_gap": d_gap, "top1": d_top})
+                diffs = paired_figures(records, loss, kernel=kernel, k=k)
+                paired.append(f"| {kernel} | {loss} − infonce | {k} | {paired_columns(diffs)} |")
+                words = disagreement(f"{kernel}, {loss} − infonce, k = {k}", diffs)
+                found += [words] if words else []
+                summary["paired"].append({"kernel": kernel, "loss": loss, "k": k, **diffs, "disagreement": words})
     lines += [
         "", "Slope of log(universe KL) on log k, fitted per seed, mean [95% t interval]; and the slope of the excess "
         "over the floor, log(KL(k) − floor) on the k below the two largest, floor = the smaller KL at the two "
         "largest k (seeds where every excess is > 0; the interval is over those):", "",
         "| kernel | loss | slope, all k | excess slope | seeds readable |", "|---|---|---|---|---|", *slopes,
         "", "Paired by seed (same universe, pairs, negatives, initial table and evaluation problems):", "",
-        "| kernel | difference | k | universe KL | top-1 agreement |", "|---|---|---|---|---|", *paired,
+        f"| kernel | difference | k | {PAIRED_HEADER} |", "|---|---|---|---|---|---|---|", *paired,
+        *disagreement_lines(found),
         "", f"Link selection on the learned cosines (true positives as winners; k = {max(s['ks'])}): a = (1 − λ)/τ, "
         "b = λβ, held-out gain of the family over the softmax link (nats / anchor):", "",
         "| kernel | loss | a | b | held-out gain |", "|---|---|---|---|---|", *links,
@@ -181,11 +265,11 @@ def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[di
         "",
         "| kernel | loss | τ | "
         + " | ".join(f"universe KL, n = {n:,} (sd)" for n in s["pairs"])
-        + " | small − large n | top-1 (largest n) | λ (training) |",
-        "|---|---|---|" + "---|" * len(s["pairs"]) + "---|---|---|",
+        + " | small − large n | top-1 (largest n) | recall@10 (largest n) | best-link KL (largest n) | λ (training) |",
+        "|---|---|---|" + "---|" * len(s["pairs"]) + "---|---|---|---|---|",
     ]
     summary: dict = {"cells": records, "best": [], "paired": []}
-    best, paired = [], []
+    best, paired, found = [], [], []
     for kernel in s["kernels"]:
         for loss in s["losses"]:
             means = {}
@@ -202,7 +286,8 @@ def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[di
                 means[tau] = float(np.mean(list(per_n[large].values())))
                 lines.append(
                     f"| {kernel} | {loss} | {tau:g} | " + " | ".join(cols) + f" | {ci(spread, '+.4f')} | "
-                    f"{ci([r['top1'] for r in g], '.3f')} | {np.mean([r['lambda_mean'] for r in g]):.3f} |"
+                    f"{ci([r['top1'] for r in g], '.3f')} | {ci([r['recall10'] for r in g], '.3f')} | "
+                    f"{ci([r['best_link_gap'] for r in g])} | {np.mean([r['lambda_mean'] for r in g]):.3f} |"
                 )
             tau_best = min(means, key=means.get)
             best.append(f"| {kernel} | {loss} | {tau_best:g} | {means[tau_best]:.4f} |")
@@ -210,13 +295,20 @@ def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[di
         for loss in _against_infonce(s):
             for tau in s["taus"]:
                 for n in s["pairs"]:
-                    d = _paired(records, lambda r: r["universe_gap"], loss, "infonce", kernel=kernel, tau=tau, pairs=n)
-                    paired.append(f"| {kernel} | {loss} − infonce | {tau:g} | {n:,} | {ci(d, '+.4f')} |")
-                    summary["paired"].append({"kernel": kernel, "loss": loss, "tau": tau, "pairs": n, "diff": d})
+                    diffs = paired_figures(records, loss, kernel=kernel, tau=tau, pairs=n)
+                    paired.append(f"| {kernel} | {loss} − infonce | {tau:g} | {n:,} | {paired_columns(diffs)} |")
+                    words = disagreement(f"{kernel}, {loss} − infonce, τ = {tau:g}, n = {n:,}", diffs)
+                    found += [words] if words else []
+                    summary["paired"].append(
+                        {"kernel": kernel, "loss": loss, "tau": tau, "pairs": n, **diffs, "disagreement": words}
+                    )
     lines += [
         "", f"Best τ (lowest mean universe KL at n = {max(s['pairs']):,}):", "", "| kernel | loss | τ | universe KL |",
         "|---|---|---|---|", *best,
-        "", "Paired by seed:", "", "| kernel | difference | τ | n | universe KL |", "|---|---|---|---|---|", *paired,
+        "", "Paired by seed (same universe, pairs, negatives, initial table and evaluation problems), mean [95% t "
+        "interval]; KL lower is better, top-1 and recall@10 higher:", "",
+        f"| kernel | difference | τ | n | {PAIRED_HEADER} |", "|---|---|---|---|---|---|---|---|", *paired,
+        *disagreement_lines(found),
     ]  # fmt: skip
     return summary, "\n".join(lines) + "\n"
 
@@ -233,10 +325,10 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
         "Means over seeds [95% t interval].",
         "",
         "| kernel | loss | universe KL, trained items | universe KL, held-out items | top-1, trained | "
-        "top-1, held-out | cosine r, held-out | λ (training) |",
-        "|---|---|---|---|---|---|---|---|",
+        "top-1, held-out | recall@10, held-out | best-link KL, held-out | cosine r, held-out | λ (training) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    paired, summary = [], {"cells": records, "paired": []}
+    paired, found, summary = [], [], {"cells": records, "paired": []}
     for kernel in s["kernels"]:
         for loss in s["losses"]:
             g = select(records, kernel=kernel, loss=loss)
@@ -244,16 +336,20 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
                 f"| {kernel} | {loss} | {ci([r['train']['universe_gap'] for r in g])} | "
                 f"{ci([r['heldout']['universe_gap'] for r in g])} | {ci([r['train']['top1'] for r in g], '.3f')} | "
                 f"{ci([r['heldout']['top1'] for r in g], '.3f')} | "
+                f"{ci([r['heldout']['recall10'] for r in g], '.3f')} | "
+                f"{ci([r['heldout']['best_link_gap'] for r in g])} | "
                 f"{np.mean([r['heldout']['cosine_corr'] for r in g]):.3f} | "
                 f"{np.mean([r['lambda_mean'] for r in g]):.3f} |"
             )
         for loss in _against_infonce(s):
-            d_gap = _paired(records, lambda r: r["heldout"]["universe_gap"], loss, "infonce", kernel=kernel)
-            d_top = _paired(records, lambda r: r["heldout"]["top1"], loss, "infonce", kernel=kernel)
-            paired.append(f"| {kernel} | {loss} − infonce | {ci(d_gap, '+.4f')} | {ci(d_top, '+.3f')} |")
-            summary["paired"].append({"kernel": kernel, "loss": loss, "heldout_gap": d_gap, "heldout_top1": d_top})
-    lines += ["", "Held-out items, paired by seed:", "", "| kernel | difference | universe KL | top-1 |",
-              "|---|---|---|---|", *paired]  # fmt: skip
+            diffs = paired_figures(records, loss, "heldout", kernel=kernel)
+            paired.append(f"| {kernel} | {loss} − infonce | {paired_columns(diffs)} |")
+            words = disagreement(f"{kernel}, {loss} − infonce, held-out items", diffs)
+            found += [words] if words else []
+            summary["paired"].append({"kernel": kernel, "loss": loss, "heldout": diffs, "disagreement": words})
+    lines += ["", "Held-out items, paired by seed, mean [95% t interval]; KL lower is better, top-1 and recall@10 "
+              "higher:", "", f"| kernel | difference | {PAIRED_HEADER} |", "|---|---|---|---|---|---|", *paired,
+              *disagreement_lines(found)]  # fmt: skip
     return summary, "\n".join(lines) + "\n"
 
 

@@ -33,6 +33,8 @@ def run_sweep(settings: SweepSettings, out: Path, workers: int, progress: Callab
     todo = [c for c in cells(settings) if cell_key(c) not in store.done]
     total = len(cells(settings))
     with kept_on_stop(lambda: store.kept(total)):
+        if store.outdated:
+            progress(f"{store.outdated} stored cells lack figures the sweep now computes: they run again")
         store.start()
         if len(todo) < total:
             progress(f"resuming: {total - len(todo)} of {total} cells already done in {store.path}")

@@ -60,7 +60,7 @@ IGNORED: dict[str, set[str]] = {
     "proposition": _TRAINING | _LINK | _ENCODER,
     "negatives": {"samples"} | _ENCODER,
     "temperature": {"samples"} | _ENCODER,
-    "encoder": {"samples"} | _LINK,
+    "encoder": {"samples"},  # the link settings refit the held-out items' link
 }
 # The sweeps that take one value of a list option (the others sweep over it).
 SINGLE: dict[str, tuple[str, ...]] = {
