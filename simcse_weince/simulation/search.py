@@ -82,20 +82,55 @@ def model_log_posterior(
     scores = scores.float()
     excluded = torch.zeros_like(scores, dtype=torch.bool) if excluded is None else excluded
     if isinstance(loss, loss_class("weince")):
-        a, m = scores.shape
-        padded = torch.cat([torch.zeros(a, 1), scores], dim=1)
-        mask = torch.cat([torch.ones(a, 1, dtype=torch.bool), excluded], dim=1)
-        lay = ScoreMatrix(
-            scores=padded,
-            positive_index=torch.zeros(a, dtype=torch.long),
-            self_mask=mask,
-            user_mask=torch.zeros_like(mask),
-            num_negatives=m - int(excluded[0].sum()),
-        )
-        logits = loss.logits(scores, loss.statistics(lay))
+        logits = loss.logits(scores, loss.statistics(_search_layout(scores, excluded)))
     else:
         logits = scores / loss.temperature
     return logits.double().masked_fill(excluded, float("-inf")).log_softmax(dim=1)
+
+
+def _search_layout(scores: torch.Tensor, excluded: torch.Tensor) -> ScoreMatrix:
+    """The (A, 1 + m) layout whose statistics are those of a search over ``scores`` (A, m): a first column marked
+    as the (excluded) positive keeps every real candidate in the tail."""
+    a, m = scores.shape
+    padded = torch.cat([torch.zeros(a, 1), scores.float()], dim=1)
+    mask = torch.cat([torch.ones(a, 1, dtype=torch.bool), excluded], dim=1)
+    return ScoreMatrix(
+        scores=padded,
+        positive_index=torch.zeros(a, dtype=torch.long),
+        self_mask=mask,
+        user_mask=torch.zeros_like(mask),
+        num_negatives=m - int(excluded[0].sum()),
+    )
+
+
+def shortfall_statistics(
+    universe: Universe, table: torch.Tensor, loss: ContrastiveLoss, k: int, batch: int, batches: int,
+    generator: torch.Generator,
+) -> dict[str, float]:  # fmt: skip
+    """WEINCE's statistics on a table's cosines, where the sweeps read them: over the N − 1 other items of each
+    anchor, as :func:`universe_gap` scores (``universe_beta``, ``universe_rho0``, ``universe_lambda``: means over
+    the anchors), and over ``batches`` training batches of ``batch`` anchors with a positive and ``k`` uniform
+    negatives each, as training reads them (``batch_beta``, ``batch_rho0``, ``batch_lambda``: means over batches
+    of the batch means). β is the loss's own (its β mode, clamped)."""
+    table = table.double()
+    eye = torch.eye(universe.size, dtype=torch.bool)
+    whole = loss.statistics(_search_layout(table @ table.T, eye))
+    found: dict[str, list[float]] = {"beta": [], "rho0": [], "lambda": []}
+    for _ in range(batches):
+        anchors, positives = universe.sample_pairs(batch, generator)
+        candidates = torch.cat([positives[:, None], universe.sample_negatives(anchors, k, generator)], dim=1)
+        scores = torch.einsum("ad,acd->ac", table[anchors], table[candidates]).float()  # (A, 1 + k), positive first
+        none = torch.zeros_like(scores, dtype=torch.bool)
+        stats = loss.statistics(ScoreMatrix(scores, torch.zeros(batch, dtype=torch.long), none, none, num_negatives=k))
+        found["beta"].append(float(stats.beta.mean()))
+        found["rho0"].append(float(stats.rho0))
+        found["lambda"].append(float(stats.lam.mean()))
+    return {
+        "universe_beta": float(whole.beta.mean()),
+        "universe_rho0": float(whole.rho0),
+        "universe_lambda": float(whole.lam.mean()),
+        **{f"batch_{name}": float(np.mean(values)) for name, values in found.items()},
+    }
 
 
 def kl_rows(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
@@ -261,9 +296,7 @@ def first_order_parts(
     return float((var / 2).mean()), float(positive.mean())
 
 
-def first_order_constant(
-    universe: Universe, table: torch.Tensor, tau: float, include_anchor: bool = False
-) -> float:
+def first_order_constant(universe: Universe, table: torch.Tensor, tau: float, include_anchor: bool = False) -> float:
     r"""C with CE − R_k = C/k + O(1/k²), exactly (:func:`first_order_parts`, Jensen's part minus the positive's):
 
     .. math::

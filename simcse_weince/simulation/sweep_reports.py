@@ -17,8 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from simcse_weince.simulation.search import loglog_slope, mean_interval
-from simcse_weince.simulation.sweep_settings import SweepSettings
+from simcse_weince.simulation.learning import build_loss
+from simcse_weince.simulation.search import (
+    loglog_slope,
+    mean_interval,
+    proposition_bounds,
+    shortfall_statistics,
+    trivial_bounds,
+)
+from simcse_weince.simulation.sweep_cells import universe_of
+from simcse_weince.simulation.sweep_settings import VARIANTS, SweepSettings
 from simcse_weince.simulation.universe import kernel_law
 
 
@@ -38,50 +46,175 @@ def machine() -> str:
     return f"{os.cpu_count()} CPU cores, torch {torch.__version__}, 1 thread per cell"
 
 
+VARIANT_NAMES = {"excluded": "anchor excluded", "literal": "literal (anchor included)"}
+
+
+def _figures(record: dict, variant: str) -> dict:
+    """One variant's figures of a proposition record (the anchor-excluded ones are the record's top level)."""
+    return record if variant == "excluded" else record[variant]
+
+
+def _sign_statement(groups: list[dict], variants: list[str]) -> list[str]:
+    """Which part of C sets its sign, per variant, counted over the (kernel, τ) groups (means over seeds)."""
+    lines, share = [], {}
+    for v in variants:
+        parts = [(g["kernel"], g["tau"], np.mean(g[v]["jensen"]), np.mean(g[v]["positive"])) for g in groups]
+        negative = [(k, t) for k, t, j, p in parts if p > j]
+        share[v] = len(negative) / len(parts)
+        others = ", ".join(f"{k} τ {t:g}" for k, t, j, p in parts if p <= j) or "none"
+        lines.append(
+            f"- {VARIANT_NAMES[v]}: the positive's part exceeds Jensen's, so C < 0, in {len(negative)} of "
+            f"{len(parts)} (kernel, τ) groups; Jensen's part wins (C > 0) at: {others}."
+        )
+    if "excluded" in share and "literal" in share:
+        if share["excluded"] > 0.5 >= share["literal"]:
+            verdict = (
+                "“The sign is mostly the positive's part” holds for the anchor-excluded variant only: with the "
+                "anchor among the negatives (Whiteley's literal π), its own weight e^(1/τ) enters the variance and "
+                "Jensen's part sets the sign at small τ."
+            )
+        else:
+            verdict = (
+                f"The positive's part sets the sign in {share['excluded']:.0%} of the groups with the anchor "
+                f"excluded and in {share['literal']:.0%} with it included."
+            )
+        lines += ["", verdict]
+    return lines
+
+
+def _bounds_table(
+    settings: dict, records: list[dict], groups: list[dict], variants: list[str]
+) -> tuple[list[str], list[dict]]:
+    """Whiteley's bounds at the largest k against the measured gaps and the trivial range: where they say nothing."""
+    k = settings["ks"][-1]
+    rows, found, inside = [], [], {}
+    for tau in settings["taus"]:
+        checked = [row["inside"] for r in select(records, tau=tau) for v in variants for row in _figures(r, v)["rows"]]
+        inside[tau] = (sum(checked), len(checked))
+        lower, upper = proposition_bounds(k, tau)
+        low0, up0 = trivial_bounds(k, tau)
+        gaps = [abs(np.mean(g[v]["gap_at_largest_k"])) for g in groups if g["tau"] == tau for v in variants]
+        small, large = min(gaps), max(gaps)
+        if upper > up0 and k < math.exp(2 / tau):
+            verdict = "vacuous: upper above 2/τ, lower ≈ −(2/τ − log k), not O(1/k)"
+        elif upper > up0:
+            verdict = "upper vacuous (above 2/τ); lower O(1/k)"
+        else:
+            verdict = "both O(1/k), within the trivial range"
+        rows.append(
+            f"| {tau:g} | {math.exp(2 / tau):.3g} | {lower:.3g} | {low0:.3g} | {upper:.3g} | {up0:.3g} | "
+            f"{small:.2e} – {large:.2e} | {-lower / large:.3g} – {-lower / small:.3g} | "
+            f"{upper / large:.3g} – {upper / small:.3g} | {verdict} |"
+        )
+        found.append(
+            {"tau": tau, "k": k, "lower": lower, "upper": upper, "trivial_lower": low0, "trivial_upper": up0,
+             "abs_gap_range": [small, large], "lower_over_gap": [-lower / large, -lower / small],
+             "upper_over_gap": [upper / large, upper / small], "verdict": verdict}
+        )  # fmt: skip
+    lines = [
+        "", f"Whiteley's bounds at k = {k} against the measured |CE − R_k| (means over seeds; the range over the "
+        f"kernels and variants) and the trivial range −2/τ − log(1 + 1/k) ≤ CE − R_k ≤ 2/τ that the weights' range "
+        f"[e^(−1/τ), e^(1/τ)] alone gives. The lower bound −log(1 + e^(2/τ)/k) is ≈ −e^(2/τ)/k only for k ≫ "
+        f"e^(2/τ), else ≈ −(2/τ − log k); the upper bound's constant is (e^(2/τ) − 1)²/8 ≈ e^(4/τ)/8, not e^(2/τ). "
+        f"Looseness = |bound| / |gap|:", "",
+        "| τ | e^(2/τ) | Whiteley lower | trivial lower | Whiteley upper | trivial upper | \\|gap\\| | "
+        "lower looseness | upper looseness | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|", *rows,
+    ]  # fmt: skip
+    vacuous = [f"{r['tau']:g}" for r in found if r["verdict"].startswith("vacuous")]
+    if vacuous:
+        lines += [
+            "", f"Inside the bounds (all k, seeds and variants), per τ: "
+            + "; ".join(f"τ {tau:g}: {n}/{m}" for tau, (n, m) in inside.items())
+            + f". At τ ∈ {{{', '.join(vacuous)}}} that check is vacuous: the upper bound exceeds the trivial 2/τ and "
+            "the lower bound is within log k of the trivial −2/τ, so any gap the weights allow would pass.",
+        ]  # fmt: skip
+    return lines, found
+
+
 def report_proposition(settings: SweepSettings, records: list[dict]) -> tuple[dict, str]:
-    """The summary (JSON) and the Markdown tables of a proposition sweep."""
+    """The summary (JSON) and the Markdown tables of a proposition sweep, its variants side by side."""
     s = settings.to_dict()
-    summary, lines = {"cells": records, "groups": []}, []
-    lines += [
+    variants = [v for v in VARIANTS if v in s["variants"]]
+    summary: dict = {"cells": records, "groups": []}
+    head = " | ".join(f"CE − R_k, {VARIANT_NAMES[v]} [95% CI] | MC SE (seed 0) | k·gap | inside" for v in variants)
+    lines = [
         f"Proposition 1 (fixed embedding = the true vectors): CE − R_k, {s['samples']:,} Monte Carlo samples per k, "
-        f"N = {s['items']}, d = {s['dim']}, seeds {s['seeds']} (one universe each); {machine()}",
+        f"N = {s['items']}, d = {s['dim']}, seeds {s['seeds']} (one universe each); {machine()}. Variants: the k "
+        "negatives uniform over the items other than the anchor (anchor excluded), or over all N items, the anchor "
+        "included, as Whiteley's π (literal). Both variants share each k's anchors and positives.",
         "",
-        "| kernel | τ | k | CE − R_k: mean over seeds [95% CI] | MC SE (seed 0) | k·gap | Whiteley lower | "
-        "Whiteley upper | inside |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| kernel | τ | k | {head} | Whiteley lower | Whiteley upper |",
+        "|---|---|---|" + "---|---|---|---|" * len(variants) + "---|---|",
     ]
-    slopes = []
+    constants, shifts = [], []
     for kernel in s["kernels"]:
         for tau in s["taus"]:
             group = select(records, kernel=kernel, tau=tau)
-            by_k = {k: [r["rows"][i] for r in group] for i, k in enumerate(s["ks"])}
-            for k, rows in by_k.items():
-                gaps = [r["gap"] for r in rows]
+            figures = {v: [_figures(r, v) for r in group] for v in variants}
+            for i, k in enumerate(s["ks"]):
+                cols = []
+                for v in variants:
+                    rows = [f["rows"][i] for f in figures[v]]
+                    gaps = [r["gap"] for r in rows]
+                    cols.append(
+                        f"{ci(gaps, '.2e')} | {rows[0]['se']:.1e} | {k * float(np.mean(gaps)):.3f} | "
+                        f"{sum(r['inside'] for r in rows)}/{len(rows)}"
+                    )
+                first = figures[variants[0]][0]["rows"][i]
                 lines.append(
-                    f"| {kernel} | {tau:g} | {k} | {ci(gaps, '.2e')} | {rows[0]['se']:.1e} | "
-                    f"{k * float(np.mean(gaps)):.3f} | {rows[0]['lower']:.3g} | {rows[0]['upper']:.3g} | "
-                    f"{sum(r['inside'] for r in rows)}/{len(rows)} |"
+                    f"| {kernel} | {tau:g} | {k} | {' | '.join(cols)} | {first['lower']:.3g} | {first['upper']:.3g} |"
                 )
-            per_seed = [r["slope"] for r in group]
-            tail = [r["tail_slope"] for r in group]
-            constant = [r["first_order_constant"] for r in group]
-            last = [r["rows"][-1]["k"] * r["rows"][-1]["gap"] for r in group]
-            slopes.append(
-                f"| {kernel} | {tau:g} | {ci(per_seed, '+.3f')} | {ci(tail, '+.3f')} | "
-                f"{sum(r['sign_changes'] > 0 for r in group)}/{len(group)} | {ci(constant, '+.2f')} | "
-                f"{ci(last, '+.2f')} | {math.exp(2 / tau):.3g} |"
-            )
-            summary["groups"].append(
-                {"kernel": kernel, "tau": tau, "slope": list(mean_interval(per_seed)), "per_seed": per_seed,
-                 "tail_slope": list(mean_interval(tail)), "first_order_constant": constant, "k_gap_at_largest_k": last}
-            )  # fmt: skip
+            entry: dict = {"kernel": kernel, "tau": tau}
+            for v in variants:
+                f = figures[v]
+                found = {
+                    "cross_entropy": [x["cross_entropy"] for x in f],
+                    "slope": list(mean_interval([x["slope"] for x in f])),
+                    "per_seed": [x["slope"] for x in f],
+                    "tail_slope": list(mean_interval([x["tail_slope"] for x in f])),
+                    "sign_changes": [x["sign_changes"] for x in f],
+                    "first_order_constant": [x["first_order_constant"] for x in f],
+                    "jensen": [x["first_order_parts"]["jensen"] for x in f],
+                    "positive": [x["first_order_parts"]["positive"] for x in f],
+                    "k_gap_at_largest_k": [x["rows"][-1]["k"] * x["rows"][-1]["gap"] for x in f],
+                    "gap_at_largest_k": [x["rows"][-1]["gap"] for x in f],
+                }
+                entry[v] = found
+                if v == "excluded":  # the keys the summary had before the variants
+                    entry |= {n: found[n] for n in ("slope", "per_seed", "tail_slope", "first_order_constant")}
+                    entry["k_gap_at_largest_k"] = found["k_gap_at_largest_k"]
+                constants.append(
+                    f"| {kernel} | {tau:g} | {VARIANT_NAMES[v]} | {ci(found['cross_entropy'], '+.3f')} | "
+                    f"{ci(found['per_seed'], '+.3f')} | {ci([x['tail_slope'] for x in f], '+.3f')} | "
+                    f"{sum(n > 0 for n in found['sign_changes'])}/{len(f)} | "
+                    f"{ci(found['first_order_constant'], '+.2f')} | {np.mean(found['jensen']):.2f} | "
+                    f"{np.mean(found['positive']):.2f} | {ci(found['k_gap_at_largest_k'], '+.2f')} |"
+                )
+            if len(variants) == 2:
+                shift = [b - a for a, b in zip(*(entry[v]["cross_entropy"] for v in variants), strict=True)]
+                entry["cross_entropy_shift"] = shift
+                c = [np.mean(entry[v]["first_order_constant"]) for v in variants]
+                shifts.append(f"| {kernel} | {tau:g} | {ci(shift, '+.3f')} | {c[0]:+.2f} | {c[1]:+.2f} |")
+            summary["groups"].append(entry)
     lines += [
-        "", f"Slopes of log |CE − R_k| on log k per seed (all k; the 3 largest k), seeds whose gap changes sign "
-        f"across k, the exact first-order constant C = lim k·(CE − R_k) and the measured k·(CE − R_k) at k = "
-        f"{s['ks'][-1]}, against the bounds' constant e^(2/τ); mean [95% t interval]:", "",
-        "| kernel | τ | slope, all k | slope, 3 largest k | sign change | C exact | k·gap measured | e^(2/τ) |",
-        "|---|---|---|---|---|---|---|---|", *slopes,
+        "", f"Per variant: the whole-universe CE, the slopes of log |CE − R_k| on log k per seed (all k; the 3 largest "
+        f"k), seeds whose gap changes sign across k, the exact first-order constant C = lim k·(CE − R_k) = J − P "
+        f"(J Jensen's part, E Var_q(w)/2Z̄²; P the positive's, E E_M w/Z̄) and the measured k·(CE − R_k) at k = "
+        f"{s['ks'][-1]}; mean [95% t interval] over seeds:", "",
+        "| kernel | τ | variant | CE | slope, all k | slope, 3 largest k | sign change | C exact | J | P | "
+        "k·gap measured |",
+        "|---|---|---|---|---|---|---|---|---|---|---|", *constants,
     ]  # fmt: skip
+    if shifts:
+        lines += [
+            "", "The anchor among the negatives (literal − anchor excluded): the CE shift, paired by seed, and C in "
+            "both variants:", "", "| kernel | τ | CE shift | C, anchor excluded | C, literal |",
+            "|---|---|---|---|---|", *shifts,
+        ]  # fmt: skip
+    lines += ["", "Which part sets the sign of C:", "", *_sign_statement(summary["groups"], variants)]
+    bounds, summary["bounds"] = _bounds_table(s, records, summary["groups"], variants)
+    lines += bounds
     return summary, "\n".join(lines) + "\n"
 
 
@@ -181,6 +314,46 @@ def excess_slope(ks: Sequence[int], gaps: Sequence[float]) -> float | None:
     return loglog_slope(ks[:-2], excess)
 
 
+SHORTFALL_BATCHES = 10
+
+
+def true_vector_statistics(settings: SweepSettings) -> tuple[dict, list[str]]:
+    """WEINCE's β̂, ρ_0 and λ at the true vectors of the sweep's universes (their own shortfalls), over the N − 1
+    other items (what the universe KL scores WEINCE with) and over training batches of k negatives (what training
+    reads), per seed; the record and the report's section. A universe's vectors do not depend on its kernel (one
+    seed, one set of vectors), so neither do these. Empty when WEINCE is not in the sweep."""
+    s = settings.to_dict()
+    if "weince" not in s["losses"]:
+        return {}, []
+    kernel = s["kernels"][0]
+    law = kernel_law(kernel, s["kappa"], s["beta"], s["blend_lambda"])
+    per_seed = []
+    for seed in s["seeds"]:
+        universe = universe_of(settings, kernel, seed)
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + 7)
+        loss = build_loss("weince", s["taus"][0], law)  # β, ρ_0 and λ do not read τ
+        stats = shortfall_statistics(
+            universe, universe.vectors, loss, max(s["ks"]), s["batch"], SHORTFALL_BATCHES, generator
+        )
+        per_seed.append({"seed": seed, **stats})
+    cols = " | ".join(ci([x[name] for x in per_seed], ".3f") for name in _SHORTFALL_COLUMNS)
+    lines = [
+        "", f"WEINCE's statistics at the true vectors (the universe's own shortfalls, d = {s['dim']}; the same for "
+        f"every kernel): over the N − 1 = {s['items'] - 1} other items of every anchor, as the universe KL scores "
+        f"WEINCE, and over {SHORTFALL_BATCHES} training batches of {s['batch']} anchors × k = {max(s['ks'])} uniform "
+        "negatives, as training reads them; β̂ the loss's own (β mode ols, clamped), mean over seeds [95% t "
+        f"interval]; the endpoint and blend kernels' β* = {s['beta']:g}:", "",
+        "| d | β̂, N − 1 items | ρ_0, N − 1 items | λ, N − 1 items | β̂, k negatives | ρ_0, k negatives | "
+        "λ, k negatives |", "|---|---|---|---|---|---|---|", f"| {s['dim']} | {cols} |",
+    ]  # fmt: skip
+    return {"dim": s["dim"], "beta_star": s["beta"], "per_seed": per_seed}, lines
+
+
+_SHORTFALL_COLUMNS = (
+    "universe_beta", "universe_rho0", "universe_lambda", "batch_beta", "batch_rho0", "batch_lambda",
+)  # fmt: skip
+
+
 def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict, str]:
     """The summary (JSON) and the Markdown tables of a negatives sweep."""
     s = settings.to_dict()
@@ -251,7 +424,8 @@ def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict
     truth = [f"{kernel}: (a*, b*) = {kernel_law(kernel, s['kappa'], s['beta'], s['blend_lambda']).coefficients}"
              for kernel in s["kernels"]]  # fmt: skip
     lines += ["", "True coefficients of the kernels' links: " + "; ".join(truth)]
-    return summary, "\n".join(lines) + "\n"
+    summary["true_vector_statistics"], more = true_vector_statistics(settings)
+    return summary, "\n".join(lines + more) + "\n"
 
 
 def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[dict, str]:
@@ -310,7 +484,8 @@ def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[di
         f"| kernel | difference | τ | n | {PAIRED_HEADER} |", "|---|---|---|---|---|---|---|---|", *paired,
         *disagreement_lines(found),
     ]  # fmt: skip
-    return summary, "\n".join(lines) + "\n"
+    summary["true_vector_statistics"], more = true_vector_statistics(settings)
+    return summary, "\n".join(lines + more) + "\n"
 
 
 def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, str]:
