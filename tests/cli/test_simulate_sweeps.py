@@ -73,6 +73,23 @@ def test_a_quick_temperature_sweep_writes_its_report(tmp_path: Path) -> None:
     assert {b["tau"] for b in summary["best"]} <= {0.1, 0.5}
     assert (tmp_path / "temperature.png").stat().st_size > 0
     assert "small − large n" in (tmp_path / "temperature.md").read_text()
+    for cell in summary["cells"]:  # ranking beside KL, and the KL under the link refitted on the table
+        assert 0 <= cell["top1"] <= cell["recall10"] <= 1 and cell["best_link_gap"] >= 0
+        assert set(cell["link"]) >= {"a", "b", "converged"}
+
+
+@pytest.mark.slow
+def test_a_quick_temperature_sweep_pairs_every_figure_and_says_where_kl_and_ranking_disagree(tmp_path: Path) -> None:
+    summary = run(["temperature", "--quick", "--kernels", "endpoint", "--taus", "0.5", "--steps", "40",
+                   "--out", str(tmp_path)])  # fmt: skip
+    table = (tmp_path / "temperature.md").read_text()
+    assert "| universe KL | top-1 | recall@10 | best-link KL |" in table
+    assert "Where KL and ranking disagree" in table and "β̂, N − 1 items" in table
+    for row in summary["paired"]:
+        assert len(row["universe_gap"]) == len(row["top1"]) == len(row["recall10"]) == len(row["best_link_gap"]) == 2
+        words = row["disagreement"]
+        assert words is None or words in table
+    assert [x["seed"] for x in summary["true_vector_statistics"]["per_seed"]] == [0, 1]
 
 
 @pytest.mark.parametrize(
@@ -123,6 +140,10 @@ def test_a_quick_encoder_sweep_scores_held_out_items(tmp_path: Path) -> None:
     cell = summary["cells"][0]
     assert set(cell) >= {"train", "heldout", "lambda_mean"} and 0 <= cell["heldout"]["top1"] <= 1
     assert cell["heldout"]["universe_gap"] > 0 and summary["settings"]["items"] == 128  # the sweep's own size
+    held = cell["heldout"]
+    assert held["top1"] <= held["recall10"] <= 1 and held["best_link_gap"] >= 0 and "a" in held["link"]
+    assert cell["train"]["top1"] <= cell["train"]["recall10"]
+    assert set(summary["paired"][0]["heldout"]) == {"universe_gap", "top1", "recall10", "best_link_gap"}
     assert "held-out items" in (tmp_path / "encoder.md").read_text()
 
 
