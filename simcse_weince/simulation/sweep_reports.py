@@ -503,7 +503,7 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
         "top-1, held-out | recall@10, held-out | best-link KL, held-out | cosine r, held-out | λ (training) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    paired, found, summary = [], [], {"cells": records, "paired": []}
+    paired, found, counts, summary = [], [], [], {"cells": records, "paired": []}
     for kernel in s["kernels"]:
         for loss in s["losses"]:
             g = select(records, kernel=kernel, loss=loss)
@@ -522,10 +522,47 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
             words = disagreement(f"{kernel}, {loss} − infonce, held-out items", diffs)
             found += [words] if words else []
             summary["paired"].append({"kernel": kernel, "loss": loss, "heldout": diffs, "disagreement": words})
+            held = s["items"] - half
+            per_seed = [round(d * held) for d in diffs["top1"]]
+            counts.append(f"| {kernel} | {loss} − infonce | {', '.join(f'{c:+d}' for c in per_seed)} |")
+            summary["paired"][-1]["heldout_top1_items"] = per_seed
     lines += ["", "Held-out items, paired by seed, mean [95% t interval]; KL lower is better, top-1 and recall@10 "
               "higher:", "", f"| kernel | difference | {PAIRED_HEADER} |", "|---|---|---|---|---|---|", *paired,
-              *disagreement_lines(found)]  # fmt: skip
+              *disagreement_lines(found),
+              "", f"Held-out top-1 differences in items (of {s['items'] - half}), per seed {s['seeds']}:", "",
+              "| kernel | difference | items per seed |", "|---|---|---|", *counts,
+              "", "Draws by seed s (torch generator seeds): universe 10007 + s, held-out split s + 17, observations "
+              "3s + 2, encoder weights 2s + 1, training pairs and negatives 2s, link problems 1000003s + 1, search "
+              f"problems 1000003s + m. Every loss at one seed shares them (paired). {shared_draws(s['seeds'])} "
+              "The vmf oracle (λ* = 0 fixed, τ* = 1/κ) is InfoNCE at τ = 1/κ: where the sweep's τ is 1/κ the two "
+              "arms are the same loss and every difference is 0 by construction."]  # fmt: skip
     return summary, "\n".join(lines) + "\n"
+
+
+def encoder_generator_seeds(seed: int, size: int) -> dict[str, int]:
+    """The torch generator seed of each draw of an encoder cell at ``seed`` (search problems of ``size``
+    candidates): :func:`~simcse_weince.simulation.sweep_cells.encoder_cell` and its calls into
+    :mod:`~simcse_weince.simulation.learning`."""
+    return {
+        "universe": 10_007 + seed, "held-out split": seed + 17, "observations": 3 * seed + 2,
+        "encoder weights": 2 * seed + 1, "training data": 2 * seed, "link problems": seed * 1_000_003 + 1,
+        "search problems": seed * 1_000_003 + size,
+    }  # fmt: skip
+
+
+def shared_draws(seeds: Sequence[int], size: int = 256) -> str:
+    """A sentence naming the generator seeds that serve two draws (of one seed or of two), or saying none do."""
+    users: dict[int, list[str]] = {}
+    for seed in seeds:
+        for role, value in encoder_generator_seeds(seed, size).items():
+            users.setdefault(value, []).append(f"{role} of seed {seed}")
+    twice = [f"{value} ({' and '.join(names)})" for value, names in users.items() if len(names) > 1]
+    if not twice:
+        return "No generator seed serves two draws."
+    return (
+        "No draw is shared across seeds, but these generator seeds serve two draws (the same random stream read in "
+        "different roles): " + "; ".join(twice) + "."
+    )
 
 
 REPORTS = {
