@@ -98,11 +98,14 @@ def plot_sweep(settings: SweepSettings, summary: dict, path: Path) -> Path:
     s, records = settings.to_dict(), summary["cells"]
     fig, axes = plt.subplots(1, len(s["kernels"]), figsize=(4.2 * len(s["kernels"]), 3.6), squeeze=False)
     for ax, kernel in zip(axes[0], s["kernels"], strict=True):
-        if s["sweep"] == "proposition":
-            for tau in s["taus"]:
+        if s["sweep"] == "proposition":  # the anchor-excluded variant solid, the literal one dashed, one colour per τ
+            for i, tau in enumerate(s["taus"]):
                 g = select(records, kernel=kernel, tau=tau)
-                gaps = np.abs(np.mean([[row["gap"] for row in r["rows"]] for r in g], axis=0))
-                ax.loglog(s["ks"], gaps, "o-", label=f"|CE − R_k|, τ = {tau:g}")
+                for variant in s["variants"]:
+                    rows = [(r if variant == "excluded" else r[variant])["rows"] for r in g]
+                    gaps = np.abs(np.mean([[row["gap"] for row in x] for x in rows], axis=0))
+                    style = "o-" if variant == "excluded" else "s--"
+                    ax.loglog(s["ks"], gaps, style, color=f"C{i}", label=f"|CE − R_k|, τ = {tau:g}, {variant}")
             ax.loglog(s["ks"], gaps[0] * s["ks"][0] / np.asarray(s["ks"], dtype=float), "k:", label="slope −1")
             ax.set_xlabel("negatives k")
         elif s["sweep"] == "negatives":

@@ -8,6 +8,10 @@ link (``universe_gap``), by ranking (``top1``, ``recall10``: :func:`~simcse_wein
 k = 10) and by the **best-link KL** (``best_link_gap``): the universe KL under the link (a, b) refitted on the
 table's own cosines over fresh search problems (``link``, as ``simcse-diagnose`` reads a real encoder). A record
 without these fields (made before they existed) is not done: :func:`is_complete`.
+
+A proposition cell holds the figures of each of its variants (:data:`~simcse_weince.simulation.sweep_settings.VARIANTS`,
+listed in the cell): the anchor-excluded ones at the record's top level, under the keys they had before the variants
+existed, and Whiteley's literal ones under ``"literal"``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import torch
 
 from simcse_weince.simulation.learning import TrainConfig, build_loss, observations, train_encoder, train_table
 from simcse_weince.simulation.search import (
-    first_order_constant,
+    first_order_parts,
     geometry,
     learned_link,
     link_universe_gap,
@@ -32,19 +36,28 @@ from simcse_weince.simulation.search import (
     universe_gap,
     whole_universe_cross_entropy,
 )
-from simcse_weince.simulation.sweep_settings import SweepSettings
+from simcse_weince.simulation.sweep_settings import VARIANTS, SweepSettings
 from simcse_weince.simulation.universe import Universe, kernel_law, make_universe
 
 RECALL_K = 10
 RANKING_FIELDS: tuple[str, ...] = ("top1", "recall10", "best_link_gap", "link")
 LINK_FIELDS: tuple[str, ...] = ("a", "a_ci", "b", "b_ci", "heldout_gain", "heldout_gain_ci")
+PROPOSITION_FIELDS: tuple[str, ...] = (
+    "cross_entropy", "first_order_constant", "first_order_parts", "rows", "slope", "tail_slope", "sign_changes",
+)  # fmt: skip
 
 
 def cells(settings: SweepSettings) -> list[dict]:
     """Every cell of the sweep, in a fixed order."""
     s = settings
-    if s.sweep == "proposition":
-        return [{"kernel": k, "tau": t, "seed": seed} for k in s.kernels for t in s.taus for seed in s.seeds]
+    if s.sweep == "proposition":  # the variants are part of the cell: a cell stored without one runs again
+        variants = [v for v in VARIANTS if v in s.variants]
+        return [
+            {"kernel": k, "tau": t, "seed": seed, "variants": variants}
+            for k in s.kernels
+            for t in s.taus
+            for seed in s.seeds
+        ]
     return [
         {"kernel": kernel, "loss": loss, "k": k, "tau": tau, "pairs": n, "seed": seed}
         for kernel in s.kernels
@@ -63,9 +76,12 @@ def cell_key(cell: dict) -> str:
 
 def is_complete(sweep: str, record: dict) -> bool:
     """Whether a stored record holds every figure its sweep now computes (the ranking and best-link fields of a
-    training cell, of an encoder cell's held-out items); a record made before them runs again."""
-    if sweep == "proposition":
-        return True
+    training cell, of an encoder cell's held-out items, of each variant a proposition cell lists); a record made
+    before them runs again."""
+    if sweep == "proposition":  # made before the variants: not done
+        variants = record["cell"].get("variants", [])
+        parts = [record if v == "excluded" else record.get(v, {}) for v in variants]
+        return bool(variants) and all(name in part for part in parts for name in PROPOSITION_FIELDS)
     part = record.get("heldout", {}) if sweep == "encoder" else record
     return all(name in part for name in RANKING_FIELDS)
 
@@ -91,17 +107,34 @@ def run_cell(settings: SweepSettings, cell: dict) -> dict:
 
 
 def proposition_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dict:
-    """CE − R_k at every k for the true vectors, with the exact constant and the log-log slopes."""
+    """CE − R_k at every k for the true vectors, with the exact constant and the log-log slopes, in each of the
+    cell's variants: the anchor-excluded figures at the top level, the literal ones under ``"literal"``."""
+    out: dict = {}
+    for variant in cell["variants"]:
+        figures = proposition_figures(settings, cell, universe, include_anchor=variant == "literal")
+        out |= figures if variant == "excluded" else {variant: figures}
+    return out
+
+
+def proposition_figures(settings: SweepSettings, cell: dict, universe: Universe, include_anchor: bool) -> dict:
+    """One variant's figures. Both variants draw from one generator seed per k, so they share the anchors and
+    positives (the negatives' law differs)."""
     table, tau = universe.vectors, cell["tau"]
     rows = []
     for k in settings.ks:
         generator = torch.Generator().manual_seed(cell["seed"] * 1_000_003 + k)
-        rows.append(proposition_one(universe, table, tau, k, settings.samples, generator).to_dict())
-    ce = whole_universe_cross_entropy(universe, table, tau)
+        rows.append(
+            proposition_one(
+                universe, table, tau, k, settings.samples, generator, include_anchor=include_anchor
+            ).to_dict()
+        )
+    ce = whole_universe_cross_entropy(universe, table, tau, include_anchor)
+    jensen, positive = first_order_parts(universe, table, tau, include_anchor)
     ks, gaps = [r["k"] for r in rows], [r["gap"] for r in rows]
     return {
         "cross_entropy": ce,
-        "first_order_constant": first_order_constant(universe, table, tau),
+        "first_order_constant": jensen - positive,  # first_order_constant(...), the same arithmetic
+        "first_order_parts": {"jensen": jensen, "positive": positive},
         "rows": rows,
         "slope": loglog_slope(ks, gaps),
         "tail_slope": loglog_slope(ks[-3:], gaps[-3:]),

@@ -122,13 +122,14 @@ def _bounds_table(
         "|---|---|---|---|---|---|---|---|---|---|", *rows,
     ]  # fmt: skip
     vacuous = [f"{r['tau']:g}" for r in found if r["verdict"].startswith("vacuous")]
+    lines += ["", "Inside the bounds (all k, seeds and variants): " + "; ".join(
+        f"τ {tau:g}: {n}/{m}" for tau, (n, m) in inside.items()
+    ) + "."]  # fmt: skip
     if vacuous:
-        lines += [
-            "", f"Inside the bounds (all k, seeds and variants), per τ: "
-            + "; ".join(f"τ {tau:g}: {n}/{m}" for tau, (n, m) in inside.items())
-            + f". At τ ∈ {{{', '.join(vacuous)}}} that check is vacuous: the upper bound exceeds the trivial 2/τ and "
-            "the lower bound is within log k of the trivial −2/τ, so any gap the weights allow would pass.",
-        ]  # fmt: skip
+        lines[-1] += (
+            f" At τ ∈ {{{', '.join(vacuous)}}} that check is vacuous: the upper bound exceeds the trivial 2/τ and the "
+            "lower bound is within log k of the trivial −2/τ, so any gap the weights allow would pass."
+        )
     return lines, found
 
 

@@ -2,8 +2,10 @@
 
 Four sweeps over universes with a known kernel (:mod:`~simcse_weince.simulation.universe`):
 
-* ``proposition``: Whiteley's Proposition 1 literally. For the fixed embedding φ = the true vectors, the measured
-  CE − R_k against k per kernel and τ, its log-log slope, and Whiteley's bounds.
+* ``proposition``: Whiteley's Proposition 1. For the fixed embedding φ = the true vectors, the measured CE − R_k
+  against k per kernel and τ, its log-log slope, the exact first-order constant and Whiteley's bounds, in the
+  variants of ``--variants`` (:data:`VARIANTS`): the negatives drawn from the items other than the anchor
+  (``excluded``), and Whiteley's literal one, drawn from π = all items, the anchor included (``literal``).
 * ``negatives``: a free table trained with each loss at each k (fixed τ). The gap of the trained search to the
   Bayes search against k, with its slope per seed and the interval across seeds; the paired WEINCE − InfoNCE
   differences; the λ the loss chose; and the link coefficients (a, b) read off the learned cosines.
@@ -31,6 +33,9 @@ from simcse_weince.simulation.learning import LOSSES
 from simcse_weince.simulation.universe import KERNELS, kernel_law
 
 SWEEPS: tuple[str, ...] = ("proposition", "negatives", "temperature", "encoder")
+# The proposition's variants: its negatives uniform over the items other than the anchor (the sweeps' own search),
+# or over all items, the anchor included (Whiteley's literal Proposition 1).
+VARIANTS: tuple[str, ...] = ("excluded", "literal")
 MAX_SEED = 2**62
 # The options that differ per sweep, at the full size; then the --quick size (a test's), whose per-sweep entries
 # replace the full size's. An option given on the command line wins over both.
@@ -55,12 +60,14 @@ QUICK: dict[str, Any] = {
 _TRAINING = {"steps", "batch", "lr", "eval_sets", "eval_sizes", "losses", "pairs"}
 _LINK = {"link_batches", "link_anchors", "link_size"}
 _ENCODER = {"obs_width", "hidden", "noise"}
-# Settings a sweep does not read: changing them does not stop a resume.
+_PROPOSITION = {"samples", "variants"}
+# Settings a sweep does not read: changing them does not stop a resume. The proposition's variants are part of each
+# of its cells (a change runs the cells lacking them again; a store made before they existed still resumes).
 IGNORED: dict[str, set[str]] = {
-    "proposition": _TRAINING | _LINK | _ENCODER,
-    "negatives": {"samples"} | _ENCODER,
-    "temperature": {"samples"} | _ENCODER,
-    "encoder": {"samples"},  # the link settings refit the held-out items' link
+    "proposition": _TRAINING | _LINK | _ENCODER | {"variants"},
+    "negatives": _PROPOSITION | _ENCODER,
+    "temperature": _PROPOSITION | _ENCODER,
+    "encoder": _PROPOSITION,  # the link settings refit the held-out items' link
 }
 # The sweeps that take one value of a list option (the others sweep over it).
 SINGLE: dict[str, tuple[str, ...]] = {
@@ -219,6 +226,14 @@ class SweepSettings:
     link_anchors: int = field(default=256, metadata=_option(_AT_LEAST_2, "Anchors per batch of the link fit."))
     link_size: int = field(default=64, metadata=_option(_AT_LEAST_2, "Candidates per anchor of the link fit."))
     samples: int = field(default=200_000, metadata=_option(_AT_LEAST_2, "Monte Carlo samples per k (proposition)."))
+    variants: tuple[str, ...] = field(
+        default=VARIANTS,
+        metadata=_option(
+            _members(VARIANTS),
+            f"Of {VARIANTS} (proposition): the negatives drawn from the items other than the anchor, or from all "
+            "items, the anchor included (Whiteley's literal Proposition 1).",
+        ),
+    )
     obs_width: int = field(
         default=32, metadata=_option(_AT_LEAST_2, "Width of the items' noisy observations (encoder).")
     )
@@ -242,8 +257,13 @@ class SweepSettings:
         checks.check_fields(self)
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as JSON values (lists for the tuples), in the fields' order."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """The settings as JSON values (lists for the tuples), in the fields' order; ``variants`` only in the
+        proposition's (the training sweeps do not read it, and their stored settings files stay as they were)."""
+        return {
+            f.name: _plain(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name != "variants" or self.sweep == "proposition"
+        }
 
 
 def _plain(value: Any) -> Any:
