@@ -20,15 +20,20 @@ import argparse
 import dataclasses
 import logging
 import math
+import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args, get_origin, get_type_hints
 
+import torch
+
 from simcse_weince import checks, strict_json
+from simcse_weince.atomic import write_text_atomic
 from simcse_weince.cli.errors import command_main
 from simcse_weince.diagnostics.pot import MIN_EXCEEDANCES
 from simcse_weince.memory import check_memory
+from simcse_weince.simulation.decision_rule import DecisionRuleConfig, Size, load_sweep, markdown, measure
 from simcse_weince.simulation.experiments import E2Config, run_e1, run_e2, run_e3
 from simcse_weince.simulation.noise_floor import ClosedForms, NoiseFloorRow
 from simcse_weince.simulation.plots import (
@@ -78,7 +83,29 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--out", required=True, help="output folder")
     for sweep, help_text in SWEEP_HELP.items():
         add_sweep_parser(sub.add_parser(sweep, help=help_text, description=help_text, allow_abbrev=False))
+    add_decision_rule_parser(sub.add_parser("decision-rule", help=DECISION_RULE_HELP, allow_abbrev=False))
     return p
+
+
+DECISION_RULE_HELP = (
+    "the README's rule (b-hat > 0 with a held-out gain) on the temperature sweep's InfoNCE tables: how often it "
+    "fires and whether it is right"
+)
+
+
+def add_decision_rule_parser(p: argparse.ArgumentParser) -> None:
+    """The options of ``decision-rule`` (:mod:`simcse_weince.simulation.decision_rule`)."""
+    p.add_argument("--out", required=True, help="output folder for decision_rule.json and decision_rule.md")
+    p.add_argument("--sweep", default="experiments/results/ground_truth", help="the stored temperature sweep's folder")
+    p.add_argument("--sizes", nargs="+", default=["4x128", "8x256", "32x256"], help="BATCHESxBATCH_SIZE")
+    p.add_argument("--draws", type=int, default=34, help="problem draws per table and size")
+    p.add_argument("--off_taus", type=float, nargs="+", default=[0.5], help="InfoNCE taus besides each kernel's best")
+    p.add_argument("--kernels", nargs="+", default=None, help="default: the sweep's")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the sweep's")
+    p.add_argument("--pairs", type=int, default=None, help="training-set size (default: the sweep's largest)")
+    p.add_argument("--true_cosines", action="store_true", help="also the true latent cosines as the table")
+    p.add_argument("--problem_seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1, help="kernel x tau cells run in this many processes")
 
 
 SWEEP_HELP = {
@@ -256,8 +283,45 @@ def sweep(args: argparse.Namespace) -> dict:
     return summary
 
 
+def decision_rule(args: argparse.Namespace, argv: Sequence[str]) -> dict:
+    """The decision rule's rates, checked first, the report rewritten after each kernel × τ; the result."""
+    t0 = time.perf_counter()
+    config = DecisionRuleConfig(
+        Path(args.sweep), tuple(Size.parse(s) for s in args.sizes), args.draws, tuple(args.off_taus),
+        tuple(args.kernels) if args.kernels else None, args.pairs, tuple(args.seeds) if args.seeds else None,
+        args.true_cosines, args.problem_seed,
+    )  # fmt: skip
+    if args.workers < 1:
+        checks.fail("--workers", ">= 1", args.workers)
+    load_sweep(config.sweep)  # a missing or wrong sweep fails before any work
+    out = Path(args.out)
+    check_out(out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = "simcse-simulate " + shlex.join(argv)
+
+    def write(result: dict) -> None:
+        result |= {"command": command, "seconds": time.perf_counter() - t0, "torch": torch.__version__}
+        gaps = [abs(t["universe_gap"] - t["stored"]) for t in result["tables"]]
+        header = (
+            f"Decision rule ({result['rule']}) on the temperature sweep's InfoNCE tables (n = {result['pairs']:,} "
+            f"pairs, seeds {result['seeds']}, {args.draws} problem draws per table and size; "
+            f"{'complete' if result['complete'] else 'PARTIAL'}, {result['seconds']:.0f} s, torch {torch.__version__})."
+            f"\n\nCommand: `{command}`\n\nTruth: {Path(args.sweep) / 'temperature.cells.jsonl'}; the InfoNCE tables "
+            f"retrained here match its universe KL within {max(gaps, default=math.nan):.1e} (largest |difference|)."
+        )
+        write_text_atomic(out / "decision_rule.json", strict_json.dumps(result, indent=2))
+        write_text_atomic(out / "decision_rule.md", markdown(result["rows"], result["truths"], header))
+
+    result = measure(config, logger.info, write, args.workers)
+    write(result)
+    print((out / "decision_rule.md").read_text())
+    return result
+
+
 def run(argv: Sequence[str]) -> dict:
     args = build_parser().parse_args(argv)
+    if args.experiment == "decision-rule":
+        return decision_rule(args, argv)
     if args.experiment in SWEEPS:
         return sweep(args)
     t0 = time.perf_counter()
