@@ -336,60 +336,68 @@ def load_sweep(folder: Path) -> tuple[SweepSettings, list[dict]]:
     return settings, read_cells(Path(folder) / "temperature.cells.jsonl")
 
 
-def _runs(
-    universe: Universe, table: torch.Tensor, sizes: Sequence[Size], draws: int, seed: int, problem_seed: int
-) -> Iterator[tuple[Size, dict]]:
-    """(size, run) for ``draws`` runs per size on one table."""
-    for size in sizes:
-        generator = problem_generator(problem_seed, seed, size)
-        for _ in range(draws):
-            yield size, rule_run(universe, table, size, generator) | {"seed": seed}
-
-
-def measure_cell(cfg: DecisionRuleConfig, kernel: str, tau: float | None) -> dict:
-    """One kernel × τ: the rule's rows per size on the InfoNCE tables of the sweep's seeds, the truth they are scored
-    against and the check of each retrained table against its stored cell. ``tau=None`` is design (A), the true
-    latent cosines as the table (no truth to be right about). One torch thread, as the sweep's cells ran (the
-    retrained tables are then the stored ones bit for bit, and on a shared CPU more threads only wait)."""
+def one_thread(work: Callable[..., object], *args: object) -> object:
+    """``work(*args)`` on one torch thread, as the sweep's cells ran (the retrained tables are then the stored ones
+    bit for bit; on a shared CPU more threads only wait for each other), the thread count restored after."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _measure_cell(cfg, kernel, tau)
+        return work(*args)
     finally:
         torch.set_num_threads(before)
 
 
-def _measure_cell(cfg: DecisionRuleConfig, kernel: str, tau: float | None) -> dict:
+def _train(cfg: DecisionRuleConfig, kernel: str, tau: float, seed: int) -> dict:
+    """The sweep cell's InfoNCE table at one seed and its universe KL beside the stored one."""
     settings, records = load_sweep(cfg.sweep)
     pairs = cfg.pairs or max(settings.pairs)
-    best = best_infonce_tau(records, kernel, pairs)
-    truth = None if tau is None else sweep_truth(records, kernel, tau, pairs)
-    runs: dict[Size, list[dict]] = {s: [] for s in cfg.sizes}
-    tables = []
-    for seed in cfg.seeds or settings.seeds:
-        if tau is None:
-            universe = universe_of(settings, kernel, seed)
-            table = universe.vectors
-        else:
-            universe, table = infonce_table(settings, kernel, tau, pairs, seed)
-            gap, stored = retrained_gap(universe, table, tau), stored_gap(records, kernel, tau, pairs, seed)
-            tables.append({"kernel": kernel, "tau": tau, "seed": seed, "universe_gap": gap, "stored": stored})
-        for size, run in _runs(universe, table, cfg.sizes, cfg.draws, seed, cfg.problem_seed):
-            runs[size].append(run)
-    helps = None if truth is None else truth.helps
-    label = {"tau": TRUE_COSINES} if tau is None else {"tau": tau, "best": tau == best}
-    rows = [{"kernel": kernel, **label, "size": str(s), "helps": helps} | rates(runs[s], helps) for s in cfg.sizes]
-    return {"rows": rows, "truth": None if truth is None else truth.to_dict(), "tables": tables}
+    universe, table = infonce_table(settings, kernel, tau, pairs, seed)
+    gap, stored = retrained_gap(universe, table, tau), stored_gap(records, kernel, tau, pairs, seed)
+    return {"kernel": kernel, "tau": tau, "seed": seed, "universe_gap": gap, "stored": stored, "table": table}
 
 
-def cell_order(
-    cfg: DecisionRuleConfig, kernels: Sequence[str], best: dict[str, float]
-) -> list[tuple[str, float | None]]:
-    """Each kernel at its best τ first, then each off τ in turn, then the true cosines (``None``): a run cut short
-    keeps every kernel's main cells."""
-    order: list[tuple[str, float | None]] = [(k, best[k]) for k in kernels]
-    order += [(k, t) for t in cfg.off_taus for k in kernels if t != best[k]]
-    return order + ([(k, None) for k in kernels] if cfg.true_cosines else [])
+def _draw(
+    cfg: DecisionRuleConfig, kernel: str, tau: float | None, size: Size, tables: dict[int, torch.Tensor | None]
+) -> list[dict]:
+    """``cfg.draws`` runs of the rule at one size on each seed's table of the cell (kernel, τ) (a table ``None``: the
+    true latent vectors; τ names the cell, the tables carry it)."""
+    settings, _ = load_sweep(cfg.sweep)
+    runs = []
+    for seed, table in tables.items():
+        universe = universe_of(settings, kernel, seed)
+        generator = problem_generator(cfg.problem_seed, seed, size)  # the same draws at every τ of a kernel
+        learned = universe.vectors if table is None else table
+        runs += [rule_run(universe, learned, size, generator) | {"seed": seed} for _ in range(cfg.draws)]
+    return runs
+
+
+Cell = tuple[str, float | None]  # (kernel, InfoNCE τ); τ None is design (A), the true latent cosines
+
+
+def cell_groups(cfg: DecisionRuleConfig, kernels: Sequence[str], best: dict[str, float]) -> list[list[Cell]]:
+    """The cells in the order they are run: every kernel at its best τ and at the first off τ, then each further off
+    τ, then the true cosines, so that a run cut short keeps the main cells."""
+    offs = [[(k, t) for k in kernels if t != best[k]] for t in cfg.off_taus]
+    groups = [[(k, best[k]) for k in kernels] + (offs[0] if offs else []), *offs[1:]]
+    return groups + ([[(k, None) for k in kernels]] if cfg.true_cosines else [])
+
+
+class _Serial:
+    """The pool interface run in this process (``workers`` = 1)."""
+
+    def map(self, work: Callable[..., object], tasks: Sequence[tuple]) -> Iterator[tuple[tuple, object]]:
+        return ((task, one_thread(work, *task)) for task in tasks)
+
+
+class _Pool:
+    """Tasks in worker processes, yielded as they finish."""
+
+    def __init__(self, workers: int) -> None:
+        self.pool = worker_pool(workers)
+
+    def map(self, work: Callable[..., object], tasks: Sequence[tuple]) -> Iterator[tuple[tuple, object]]:
+        futures = {self.pool.submit(one_thread, work, *task): task for task in tasks}
+        return ((futures[f], f.result()) for f in as_completed(futures))
 
 
 def measure(
@@ -398,33 +406,36 @@ def measure(
     progress: Callable[[dict], None] | None = None,
     workers: int = 1,
 ) -> dict:
-    """Every cell of :func:`cell_order` (in ``workers`` processes when > 1); ``progress`` receives the result so
-    far after each cell (``complete`` False until the end)."""
+    """The rule's rates per kernel × τ × size (:func:`cell_groups` order; per group the tables first, then the sizes
+    in the order given, so the small sizes of every cell come before the large ones), the truths they are scored
+    against and the check of each retrained table against its stored cell. ``progress`` receives the result so far
+    after each kernel × τ × size (``complete`` False until the end); ``workers`` > 1 runs the tasks in processes."""
     settings, records = load_sweep(cfg.sweep)
     pairs = cfg.pairs or max(settings.pairs)
     kernels = cfg.kernels or settings.kernels
-    best = {kernel: best_infonce_tau(records, kernel, pairs) for kernel in kernels}
     seeds = list(cfg.seeds or settings.seeds)
+    best = {kernel: best_infonce_tau(records, kernel, pairs) for kernel in kernels}
     out = {"rule": RULE, "pairs": pairs, "seeds": seeds, "best_tau": best, "rows": [], "truths": [], "tables": []}
-
-    def add(kernel: str, tau: float | None, cell: dict) -> None:
-        out["rows"] += cell["rows"]
-        out["truths"] += [cell["truth"]] if cell["truth"] is not None else []
-        out["tables"] += cell["tables"]
-        log(f"{kernel} tau {tau}: fires {[round(r['fires_share'], 2) for r in cell['rows']]}")
-        if progress is not None:
-            progress(out | {"complete": False})
-
-    order = cell_order(cfg, kernels, best)
-    if workers <= 1:
-        for kernel, tau in order:
-            add(kernel, tau, measure_cell(cfg, kernel, tau))
-        return out | {"complete": True}
-    pool = worker_pool(workers)
+    pool = _Serial() if workers <= 1 else _Pool(workers)
     try:
-        futures = {pool.submit(measure_cell, cfg, kernel, tau): (kernel, tau) for kernel, tau in order}
-        for future in as_completed(futures):
-            add(*futures[future], future.result())
+        for group in cell_groups(cfg, kernels, best):
+            truths = {c: None if c[1] is None else sweep_truth(records, *c, pairs) for c in group}
+            out["truths"] += [t.to_dict() for t in truths.values() if t is not None]
+            tables: dict[Cell, dict[int, torch.Tensor | None]] = {c: dict.fromkeys(seeds) for c in group}
+            trained = [(cfg, k, t, seed) for k, t in group if t is not None for seed in seeds]
+            for (_, kernel, tau, seed), result in pool.map(_train, trained):
+                tables[kernel, tau][seed] = result.pop("table")
+                out["tables"].append(result)
+            units = [(cfg, kernel, tau, size, tables[kernel, tau]) for size in cfg.sizes for kernel, tau in group]
+            for (_, kernel, tau, size, _), runs in pool.map(_draw, units):
+                truth = truths[kernel, tau]
+                helps = None if truth is None else truth.helps
+                label = {"tau": TRUE_COSINES} if tau is None else {"tau": tau, "best": tau == best[kernel]}
+                out["rows"].append({"kernel": kernel, **label, "size": str(size), "helps": helps} | rates(runs, helps))
+                log(f"{kernel} tau {tau} {size}: fires {out['rows'][-1]['fires_share']:.2f}")
+                if progress is not None:
+                    progress(out | {"complete": False})
     finally:
-        stop_pool(pool)
+        if isinstance(pool, _Pool):
+            stop_pool(pool.pool)
     return out | {"complete": True}

@@ -10,8 +10,10 @@ import torch
 
 from simcse_weince.diagnostics.link import LinkFit
 from simcse_weince.simulation.decision_rule import (
+    DecisionRuleConfig,
     Size,
     best_infonce_tau,
+    cell_groups,
     clopper_pearson,
     diagnostic_batches,
     rates,
@@ -144,3 +146,16 @@ def test_right_is_firing_exactly_where_weince_helps() -> None:
     assert helps["fires_ci"] == pytest.approx(clopper_pearson(2, 5)) and hurts["right_ci"] == clopper_pearson(3, 5)
     assert "right" not in unknown and unknown["fires_share"] == pytest.approx(0.4)
     assert list(helps["fires_share_per_seed"].values()) == [1.0, 0.0, 0.0, 1.0, 0.0]
+
+
+def test_cells_run_main_first_and_an_off_tau_equal_to_the_best_is_not_repeated(tmp_path) -> None:
+    cfg = DecisionRuleConfig(tmp_path, (Size(2, 8),), 1, off_taus=(0.5, 0.2), true_cosines=True)
+    groups = cell_groups(cfg, ["vmf", "endpoint"], {"vmf": 0.1, "endpoint": 0.2})
+    assert groups == [
+        [("vmf", 0.1), ("endpoint", 0.2), ("vmf", 0.5), ("endpoint", 0.5)],
+        [("vmf", 0.2)],
+        [("vmf", None), ("endpoint", None)],
+    ]
+    assert cell_groups(dataclasses.replace(cfg, off_taus=(), true_cosines=False), ["vmf"], {"vmf": 0.1}) == [
+        [("vmf", 0.1)]
+    ]
