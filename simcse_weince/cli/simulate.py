@@ -11,6 +11,10 @@ Ground truth II, learning a known similarity (:mod:`~simcse_weince.simulation.sw
 ``<sweep>.cells.jsonl`` as they finish, so a killed sweep resumes where it stopped with the same command.
 ``--quick`` is a small size for tests; ``--workers`` runs cells in parallel processes.
 
+``decision-rule`` (:mod:`~simcse_weince.simulation.decision_rule`): how often the README's rule (b̂ > 0 with a
+held-out gain) fires on the temperature sweep's InfoNCE tables at the sizes ``simcse-diagnose`` runs, and whether it
+is right against the sweep's paired KL; writes ``decision_rule.json`` and ``decision_rule.md`` into ``--out``.
+
 Every option is checked before any work.
 """
 
