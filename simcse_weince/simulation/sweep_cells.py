@@ -93,17 +93,22 @@ def universe_of(settings: SweepSettings, kernel: str, seed: int) -> Universe:
 
 
 def run_cell(settings: SweepSettings, cell: dict) -> dict:
-    """One cell's figures (run in a worker process)."""
+    """One cell's figures, on one torch thread (run in a worker process, or in this one with ``--workers 1``: the
+    thread count is restored after, so a caller in the same process, a test run included, keeps its own)."""
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
-    t0 = time.perf_counter()
-    universe = universe_of(settings, cell["kernel"], cell["seed"])
-    if settings.sweep == "proposition":
-        out = proposition_cell(settings, cell, universe)
-    elif settings.sweep == "encoder":
-        out = encoder_cell(settings, cell, universe)
-    else:
-        out = training_cell(settings, cell, universe)
-    return {"cell": cell, **out, "seconds": time.perf_counter() - t0}
+    try:
+        t0 = time.perf_counter()
+        universe = universe_of(settings, cell["kernel"], cell["seed"])
+        if settings.sweep == "proposition":
+            out = proposition_cell(settings, cell, universe)
+        elif settings.sweep == "encoder":
+            out = encoder_cell(settings, cell, universe)
+        else:
+            out = training_cell(settings, cell, universe)
+        return {"cell": cell, **out, "seconds": time.perf_counter() - t0}
+    finally:
+        torch.set_num_threads(before)
 
 
 def proposition_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dict:
