@@ -205,10 +205,21 @@ def test_sigterm_saves_a_checkpoint_and_the_resumed_run_is_bitwise_the_same(
 @pytest.mark.slow
 @pytest.mark.parametrize(("step", "kept"), [(1, "no checkpoint was saved yet"), (5, "checkpoint-3")])
 def test_ctrl_c_ends_in_one_line_saying_what_was_kept(
-    step: int, kept: str, tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    step: int,
+    kept: str,
+    tiny_bert_dir: Path,
+    wiki_sample: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
 ) -> None:
     out = tmp_path / "run"
-    code = main(text_run_args(tiny_bert_dir, wiki_sample, out, **STEPS), callbacks=[SendAt(step, signal.SIGINT)])
+    # A suite started in the background of a shell without job control inherits SIGINT ignored, and Python then keeps
+    # it so: Ctrl-C is what a terminal delivers to a process with Python's own handler, which this test installs.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        code = main(text_run_args(tiny_bert_dir, wiki_sample, out, **STEPS), callbacks=[SendAt(step, signal.SIGINT)])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     err = one_stderr_line(capsys)
     assert code == 130 and err.startswith(f"stopped: interrupted (Ctrl-C) at step {step - 1}; ") and kept in err
     assert ("--resume_from_checkpoint last" in err) == (step > 3)  # advice only when there is a checkpoint
