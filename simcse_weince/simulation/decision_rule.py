@@ -56,7 +56,7 @@ from scipy.stats import beta as beta_dist
 from simcse_weince.diagnostics.link import LinkFit, ScoreBatch, select_link
 from simcse_weince.simulation.learning import TrainConfig, build_loss, train_table
 from simcse_weince.simulation.search import mean_interval, universe_gap
-from simcse_weince.simulation.sweep_cells import universe_of
+from simcse_weince.simulation.sweep_cells import one_thread, universe_of
 from simcse_weince.simulation.sweep_settings import SweepSettings
 from simcse_weince.simulation.universe import Universe
 from simcse_weince.simulation.worker_pool import stop_pool, worker_pool
@@ -334,17 +334,6 @@ def load_sweep(folder: Path) -> tuple[SweepSettings, list[dict]]:
     if settings.sweep != "temperature":
         raise ValueError(f"{folder}: expected the temperature sweep's settings, got the {settings.sweep} sweep")
     return settings, read_cells(Path(folder) / "temperature.cells.jsonl")
-
-
-def one_thread(work: Callable[..., object], *args: object) -> object:
-    """``work(*args)`` on one torch thread, as the sweep's cells ran (the retrained tables are then the stored ones
-    bit for bit; on a shared CPU more threads only wait for each other), the thread count restored after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return work(*args)
-    finally:
-        torch.set_num_threads(before)
 
 
 def _train(cfg: DecisionRuleConfig, kernel: str, tau: float, seed: int) -> dict:

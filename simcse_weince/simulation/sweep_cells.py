@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -92,23 +93,33 @@ def universe_of(settings: SweepSettings, kernel: str, seed: int) -> Universe:
     return make_universe(settings.items, settings.dim, law, seed=10_007 + seed, name=kernel)
 
 
-def run_cell(settings: SweepSettings, cell: dict) -> dict:
-    """One cell's figures, on one torch thread (run in a worker process, or in this one with ``--workers 1``: the
-    thread count is restored after, so a caller in the same process, a test run included, keeps its own)."""
+def one_thread(work: Callable[..., object], *args: object) -> object:
+    """``work(*args)`` on one torch thread, the thread count restored after (a cell in a worker process, or in this
+    one with ``--workers 1``: a caller in the same process, a test run included, keeps its own count; on a shared
+    CPU more threads per cell only wait for each other)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        t0 = time.perf_counter()
-        universe = universe_of(settings, cell["kernel"], cell["seed"])
-        if settings.sweep == "proposition":
-            out = proposition_cell(settings, cell, universe)
-        elif settings.sweep == "encoder":
-            out = encoder_cell(settings, cell, universe)
-        else:
-            out = training_cell(settings, cell, universe)
-        return {"cell": cell, **out, "seconds": time.perf_counter() - t0}
+        return work(*args)
     finally:
         torch.set_num_threads(before)
+
+
+def run_cell(settings: SweepSettings, cell: dict) -> dict:
+    """One cell's figures, on one torch thread (:func:`one_thread`)."""
+    return one_thread(_cell_figures, settings, cell)
+
+
+def _cell_figures(settings: SweepSettings, cell: dict) -> dict:
+    t0 = time.perf_counter()
+    universe = universe_of(settings, cell["kernel"], cell["seed"])
+    if settings.sweep == "proposition":
+        out = proposition_cell(settings, cell, universe)
+    elif settings.sweep == "encoder":
+        out = encoder_cell(settings, cell, universe)
+    else:
+        out = training_cell(settings, cell, universe)
+    return {"cell": cell, **out, "seconds": time.perf_counter() - t0}
 
 
 def proposition_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dict:
