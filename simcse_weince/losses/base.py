@@ -10,13 +10,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from simcse_weince import checks
 from simcse_weince.losses.layout import BatchKind, Layout, Negatives, ScoreMatrix, score_matrix, validate_layout
 from simcse_weince.losses.topm import TopMConfig, TopMTerms
-
-
-def check_positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
 
 
 def check_hard_negative_weight(value: float, layout: str | None = None) -> None:
@@ -99,7 +95,7 @@ class ContrastiveLoss(nn.Module):
     ) -> None:
         # terms / topm were taken by __new__ (no weight > 0 when this runs)
         super().__init__()
-        check_positive("temperature", temperature)
+        checks.positive("temperature", temperature)
         validate_layout(layout)
         check_hard_negative_weight(hard_negative_weight, layout)
         self._temperature = float(temperature)
