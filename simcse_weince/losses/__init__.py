@@ -1,5 +1,5 @@
-"""Contrastive losses: InfoNCE and WEINCE, in the SimCSE and SimCLR / NT-Xent layouts, listed once in
-:data:`LOSSES`.
+"""Contrastive losses: InfoNCE, WEINCE and the link losses (learned, learned-τ, profiled, temperature-free), in
+the SimCSE and SimCLR / NT-Xent layouts, listed once in :data:`LOSSES`.
 
 Adding a loss is one file (a :class:`~simcse_weince.losses.base.ContrastiveLoss` subclass with its ``name``,
 ``display_name``, ``Config`` and ``diagnostic_keys``) and one line here: the training arguments, their ``--loss``
@@ -7,14 +7,25 @@ choices and help, the trainer's logged diagnostics, the model cards, ``results.j
 the registry.
 """
 
+from simcse_weince.losses.arctanh import ArctanhConfig, ArctanhLoss
 from simcse_weince.losses.base import ContrastiveLoss, WithTopMTerms
 from simcse_weince.losses.infonce import InfoNCEConfig, InfoNCELoss
 from simcse_weince.losses.layout import ScoreMatrix, score_matrix
+from simcse_weince.losses.learned_link import (
+    LearnedLinkConfig,
+    LearnedLinkLoss,
+    LearnedTemperatureConfig,
+    LearnedTemperatureLoss,
+)
+from simcse_weince.losses.profiled_link import ProfiledLinkConfig, ProfiledLinkLoss
 from simcse_weince.losses.stats import AnchorStatistics
 from simcse_weince.losses.topm import TopMConfig
 from simcse_weince.losses.weince import WeinceConfig, WeinceLoss
 
-LOSSES: dict[str, type[ContrastiveLoss]] = {cls.name: cls for cls in (WeinceLoss, InfoNCELoss)}  # the default first
+LOSSES: dict[str, type[ContrastiveLoss]] = {
+    cls.name: cls
+    for cls in (WeinceLoss, InfoNCELoss, LearnedLinkLoss, LearnedTemperatureLoss, ProfiledLinkLoss, ArctanhLoss)
+}  # the default first
 
 
 def loss_class(name: str) -> type[ContrastiveLoss]:
@@ -33,9 +44,17 @@ def loss_configs() -> list[type]:
 __all__ = [
     "LOSSES",
     "AnchorStatistics",
+    "ArctanhConfig",
+    "ArctanhLoss",
     "ContrastiveLoss",
     "InfoNCEConfig",
     "InfoNCELoss",
+    "LearnedLinkConfig",
+    "LearnedLinkLoss",
+    "LearnedTemperatureConfig",
+    "LearnedTemperatureLoss",
+    "ProfiledLinkConfig",
+    "ProfiledLinkLoss",
     "ScoreMatrix",
     "TopMConfig",
     "WeinceConfig",

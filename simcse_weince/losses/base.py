@@ -121,6 +121,11 @@ class ContrastiveLoss(nn.Module):
         default."""
         return {}
 
+    def learned_values(self) -> dict[str, float]:
+        """What the loss has learned or fitted during the run (the link losses' (a, b)), for the model card and
+        the export beside the model; none by default."""
+        return {}
+
     @property
     def citation(self) -> str:
         """The BibTeX entry of the loss's paper, for model cards (none by default)."""
@@ -246,6 +251,9 @@ class WithTopMTerms(ContrastiveLoss):
 
     def histograms(self) -> dict[str, torch.Tensor]:
         return self.loss.histograms()
+
+    def learned_values(self) -> dict[str, float]:
+        return self.loss.learned_values()
 
     def __getattr__(self, name: str) -> Any:
         """Anything else the wrapped loss has (``statistics``, ``config``, ``last_statistics``, ...)."""

@@ -234,7 +234,8 @@ def card_facts(trainer: Trainer, loss: ContrastiveLoss) -> dict[str, Any]:
     args = trainer.args
     return {
         "loss_name": loss.display_name,
-        "loss_config": loss.get_config_dict(),
+        # with what the loss learned (the link losses' (a, b)) beside its settings
+        "loss_config": loss.get_config_dict() | ({"learned": learned} if (learned := loss.learned_values()) else {}),
         "citation": loss.citation,
         "steps": trainer.state.global_step,
         "batch": batch_used(args.per_device_train_batch_size, len(trainer.train_dataset), args.world_size),

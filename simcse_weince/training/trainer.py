@@ -116,12 +116,12 @@ class ContrastiveTrainer(Trainer):
         return optimizer
 
     def export_loss_parameters(self, folder: str | Path) -> None:
-        """Beside an exported model, a loss with trainable parameters writes them (``loss_state.pt``, its
-        ``state_dict``) and what builds it again (``loss_config.json``: its registered ``name`` and
-        ``get_config_dict()``); a loss without parameters writes nothing."""
-        if not self.loss_parameters() or not self.args.should_save:
-            return
+        """Beside an exported model, a loss with trainable parameters or learned values (the profiled link's
+        running (a, b)) writes its state (``loss_state.pt``, its ``state_dict``) and what builds it again
+        (``loss_config.json``: its registered ``name`` and ``get_config_dict()``); another loss writes nothing."""
         loss = self.contrastive_loss
+        if not (self.loss_parameters() or loss.learned_values()) or not self.args.should_save:
+            return
         torch.save({k: v.detach().cpu() for k, v in loss.state_dict().items()}, Path(folder) / LOSS_STATE_FILE)
         config = {"name": loss.name, **loss.get_config_dict()}
         (Path(folder) / LOSS_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

@@ -1,10 +1,11 @@
 """A loss with one trainable scalar, and a tiny run of it under :class:`ContrastiveTrainer` (used by
 ``test_loss_parameters.py``, in this process or in each process of an ``accelerate launch``):
 
-    python -m accelerate.commands.launch --multi_gpu --num_processes 2 scalar_loss_run.py OUT_DIR
+    python -m accelerate.commands.launch --multi_gpu --num_processes 2 scalar_loss_run.py OUT_DIR [LOSS]
 
 The loss is InfoNCE with a learned scale, logits ``e^{θ}·s/τ``: θ gets a gradient on every step, so a wrong
-optimizer group, a lost checkpoint state or unreduced gradients all show in θ.
+optimizer group, a lost checkpoint state or unreduced gradients all show in θ. ``LOSS`` names a registered loss
+instead (``learned_link``, ``profiled_link``, ...), built at τ = 0.5 with its defaults.
 """
 
 from __future__ import annotations
@@ -71,9 +72,18 @@ def rows() -> list[dict[str, torch.Tensor]]:
     return [{"x": x[i], "noise": noise[i]} for i in range(ROWS)]
 
 
-def trainer(out: Path, world: int = 1, **overrides):
-    """A :class:`ContrastiveTrainer` of :class:`TinyEncoder` with :class:`ScaledInfoNCE`, one global batch of
-    :data:`ROWS` a step, checkpoints every 3 steps."""
+def build_loss(name: str, world: int) -> ContrastiveLoss:
+    """:class:`ScaledInfoNCE` (``scaled_infonce``) or the registered loss ``name``, at τ = 0.5."""
+    if name == ScaledInfoNCE.name:
+        return ScaledInfoNCE(0.5, gather_across_devices=world > 1)
+    from simcse_weince.losses import loss_class
+
+    return loss_class(name)(temperature=0.5, gather_across_devices=world > 1)
+
+
+def trainer(out: Path, world: int = 1, loss: str = ScaledInfoNCE.name, **overrides):
+    """A :class:`ContrastiveTrainer` of :class:`TinyEncoder` with ``loss`` (:func:`build_loss`), one global batch
+    of :data:`ROWS` a step, checkpoints every 3 steps."""
     from simcse_weince.training.arguments import ContrastiveTrainingArguments
     from simcse_weince.training.trainer import ContrastiveTrainer
 
@@ -84,14 +94,15 @@ def trainer(out: Path, world: int = 1, **overrides):
         save_only_model=False,
     )  # fmt: skip
     args = ContrastiveTrainingArguments(**(settings | overrides))
-    loss = ScaledInfoNCE(0.5, gather_across_devices=world > 1)
-    return ContrastiveTrainer(model=TinyEncoder(), args=args, train_dataset=rows(), loss=loss)
+    return ContrastiveTrainer(model=TinyEncoder(), args=args, train_dataset=rows(), loss=build_loss(loss, world))
 
 
 def outcome(t) -> dict:
-    """θ and the model's weights after training, as lists (JSON)."""
+    """The loss's state (θ for :class:`ScaledInfoNCE`) and the model's weights after training, as lists (JSON)."""
+    loss = t.contrastive_loss
     return {
-        "log_scale": t.contrastive_loss.log_scale.item(),
+        **({"log_scale": loss.log_scale.item()} if isinstance(loss, ScaledInfoNCE) else {}),
+        "loss_state": {k: v.flatten().tolist() for k, v in loss.state_dict().items()},
         "weights": {k: v.flatten().tolist() for k, v in t.model.state_dict().items()},
         "logged_scale": [e["scale"] for e in t.state.log_history if "scale" in e],
     }
@@ -99,11 +110,12 @@ def outcome(t) -> dict:
 
 def main() -> None:
     out = Path(sys.argv[1])
-    t = trainer(out / "run", world=int(os.environ.get("WORLD_SIZE", "1")))
+    name = sys.argv[2] if len(sys.argv) > 2 else ScaledInfoNCE.name
+    t = trainer(out / "run", world=int(os.environ.get("WORLD_SIZE", "1")), loss=name)
     t.train()
     world = t.args.world_size
     if t.args.process_index == 0:
-        (out / f"outcome_{world}.json").write_text(json.dumps(outcome(t)), encoding="utf-8")
+        (out / f"outcome_{name}_{world}.json").write_text(json.dumps(outcome(t)), encoding="utf-8")
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

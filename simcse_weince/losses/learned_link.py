@@ -1,0 +1,222 @@
+r"""The learned link: InfoNCE's likelihood with the link's two identified coefficients (a, b) trained with the
+encoder, and InfoNCE with a learned temperature (b ≡ 0), its fair baseline."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import field
+from typing import Any
+
+import torch
+from torch import nn
+
+from simcse_weince import checks
+from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
+from simcse_weince.losses.link import a_max_field, b_max_field, b_min_field, check_start, eps_field
+from simcse_weince.losses.logits import shortfall
+
+
+def _temperature_field() -> Any:
+    return field(default=0.05, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities."))
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnedLinkConfig:
+    """The settings of the learned link: the start a = 1/τ, whether a is learned, the caps, the shortfall clamp."""
+
+    temperature: float = _temperature_field()
+    link_learn_a: bool = field(
+        default=True,
+        metadata=checks.setting(
+            checks.boolean,
+            "Learn the slope a with b (true), or keep a = 1/temperature and learn b alone (false: the conservative "
+            "arm, since a is confounded with the encoder's spread of cosines and b is not).",
+        ),
+    )
+    link_a_max: float = a_max_field()
+    link_b_min: float = b_min_field()
+    link_b_max: float = b_max_field()
+    eps: float = eps_field()
+
+    def __post_init__(self) -> None:
+        checks.check_fields(self)
+        check_start(self.temperature, self.link_a_max, self.link_b_min, self.link_b_max)
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnedTemperatureConfig:
+    """The settings of InfoNCE with a learned temperature: the start τ and the cap on its inverse."""
+
+    temperature: float = _temperature_field()
+    link_a_max: float = a_max_field()
+
+    def __post_init__(self) -> None:
+        checks.check_fields(self)
+        check_start(self.temperature, self.link_a_max)
+
+
+class LearnedLinkLoss(ContrastiveLoss):
+    r"""InfoNCE's likelihood under the link ``softmax_j(a·s_ij + b·u_ij)``, ``u = −log(1 − s)``, with (a, b) two
+    global scalars of the loss trained with the encoder (as CLIP learns its logit scale and SigLIP its scale and
+    bias).
+
+    .. math::
+        \mathcal{L} = \frac{1}{A}\sum_i -\log
+        \frac{e^{a s_{i p(i)} + b u_{i p(i)}}}{\sum_{j} e^{a s_{ij} + b u_{ij} + w h_{ij}}},
+        \qquad a = \frac{e^{\alpha}}{\tau} \le a_{\max},\quad b_{\min} \le b \le b_{\max}
+
+    (``s``, ``p(i)``, the candidates, SimCSE's w and ``h`` as in :class:`InfoNCELoss`). The parameters are α
+    (``log_a``, 0 at the start) and b (``b``, 0 at the start), so step 0 is InfoNCE at τ bit for bit. b is a
+    plain parameter projected onto [b_min, b_max] at every forward (projected gradient: the optimiser's step,
+    then the projection), because a softplus or exp never reaches the InfoNCE start b = 0; α likewise onto
+    α ≤ log(a_max·τ). With ``link_learn_a=False`` a stays 1/τ (a buffer) and b alone is learned.
+
+    **Why the caps.** With SimCSE's dropout views the positive is often far above every negative; winners that
+    the scores separate give a likelihood whose supremum is at |θ| → ∞, and without caps the scalars run away.
+    ``link_a_at_cap`` / ``link_b_at_cap`` / ``link_b_at_min`` log (1.0) the steps at which a bound holds them.
+
+    The gradient of the loss in (a, b) is the link fit's score (``docs/algorithm.md`` §4) per anchor:
+    ``∇ = mean_i(E_{p_i}[(s, u)] − (s, u)_{i p(i)})``. The trainer optimises (α, b) in their own parameter group
+    (``--loss_learning_rate``, ``--loss_weight_decay``, default 0), saves them in every checkpoint and averages
+    their gradients over the processes.
+
+    Example:
+        >>> loss = LearnedLinkLoss(temperature=0.05)
+        >>> value = loss(torch.randn(8, 16), torch.randn(8, 16))
+        >>> loss.coefficients()  # (a, b) = (20.0, 0.0) before any step
+    """
+
+    name = "learned_link"
+    display_name = "Learned link"
+    Config = LearnedLinkConfig
+    diagnostic_keys = ("link_a", "link_b", "link_a_at_cap", "link_b_at_cap", "link_b_at_min")
+
+    def __init__(
+        self,
+        temperature: float = 0.05,
+        link_learn_a: bool = True,
+        link_a_max: float = 100.0,
+        link_b_min: float = 0.0,
+        link_b_max: float = 16.0,
+        eps: float = 1e-6,
+        **common: Any,
+    ) -> None:
+        super().__init__(temperature, **common)
+        self._config = self._make_config(temperature, link_learn_a, link_a_max, link_b_min, link_b_max, eps)
+        log_a = torch.zeros(())
+        if self.learns_a:
+            self.log_a = nn.Parameter(log_a)
+        else:
+            self.register_buffer("log_a", log_a)
+        if self.learns_b:
+            self.b = nn.Parameter(torch.zeros(()))
+        else:
+            self.register_buffer("b", torch.zeros(()))
+
+    def _make_config(self, temperature: float, learn_a: bool, a_max: float, b_min: float, b_max: float, eps: float):
+        return LearnedLinkConfig(temperature, learn_a, a_max, b_min, b_max, eps)
+
+    @property
+    def config(self) -> Any:
+        """The loss's settings (frozen)."""
+        return self._config
+
+    @property
+    def learns_a(self) -> bool:
+        return bool(getattr(self._config, "link_learn_a", True))
+
+    @property
+    def learns_b(self) -> bool:
+        return True
+
+    @property
+    def _bounds(self) -> tuple[float, float, float]:
+        """α's upper bound log(a_max·τ), b's bounds."""
+        cfg = self._config
+        alpha_max = math.log(cfg.link_a_max * self.temperature)
+        return alpha_max, getattr(cfg, "link_b_min", 0.0), getattr(cfg, "link_b_max", 0.0)
+
+    def _project(self) -> None:
+        """Move (α, b) back into their bounds (in place, no gradient): the projection of projected gradient descent."""
+        alpha_max, b_min, b_max = self._bounds
+        with torch.no_grad():
+            self.log_a.clamp_(max=alpha_max)
+            self.b.clamp_(min=b_min, max=b_max)
+
+    def coefficients(self) -> tuple[float, float]:
+        """The link's (a, b) as the next forward uses them (within their bounds)."""
+        alpha_max, b_min, b_max = self._bounds
+        a = math.exp(min(float(self.log_a.detach()), alpha_max)) / self.temperature
+        return a, min(max(float(self.b.detach()), b_min), b_max)
+
+    def learned_values(self) -> dict[str, float]:
+        a, b = self.coefficients()
+        return {"link_a": a, "link_b": b} if self.learns_b else {"link_a": a}
+
+    def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
+        self._project()
+        alpha_max, b_min, b_max = self._bounds
+        a_scale = self.log_a.exp()
+        logits = (lay.scores / self.temperature) * a_scale  # s/τ exactly at α = 0
+        if self.learns_b:
+            logits = logits + self.b * shortfall(lay.scores, self._config.eps)
+        with torch.no_grad():
+            diagnostics = {
+                "link_a": a_scale.detach() / self.temperature,
+                "link_a_at_cap": (self.log_a >= alpha_max).float(),
+            }
+            if self.learns_b:
+                diagnostics |= {
+                    "link_b": self.b.detach().clone(),
+                    "link_b_at_cap": (self.b >= b_max).float(),
+                    "link_b_at_min": (self.b <= b_min).float(),
+                }
+        self.last_diagnostics = diagnostics
+        return masked_cross_entropy(logits, lay, self.hard_negative_weight)
+
+    @classmethod
+    def run_summary(cls, log_history: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The (step, a, b) trajectory of the logs, the last logged (a, b), and the logged steps each bound held."""
+        logged = [e for e in log_history if "link_a" in e]
+        trajectory = [(e["step"], e["link_a"], e.get("link_b", 0.0)) for e in logged]
+        keys = [k for k in cls.diagnostic_keys if k.endswith(("_at_cap", "_at_min"))]
+        return {
+            "link_trajectory": trajectory,
+            "link_a_final": trajectory[-1][1] if trajectory else None,
+            "link_b_final": trajectory[-1][2] if trajectory else None,
+            "link_steps_at_bound": {k: sum(1 for e in logged if e.get(k, 0.0) > 0.5) for k in keys},
+        }
+
+    def get_config_dict(self) -> dict[str, Any]:
+        own = {f.name: getattr(self._config, f.name) for f in dataclasses.fields(self._config)}
+        return {**super().get_config_dict(), **own}
+
+
+class LearnedTemperatureLoss(LearnedLinkLoss):
+    r"""InfoNCE with a learned temperature: the learned link with b ≡ 0, logits ``a·s_ij``, a = e^α/τ ≤ a_max.
+
+    The fair baseline of :class:`LearnedLinkLoss`: the same extra degree of freedom in a, no endpoint term. Step 0
+    is InfoNCE at τ bit for bit.
+
+    Example:
+        >>> loss = LearnedTemperatureLoss(temperature=0.05)
+        >>> value = loss(torch.randn(8, 16), torch.randn(8, 16))
+    """
+
+    name = "learned_temperature"
+    display_name = "InfoNCE, learned τ"
+    Config = LearnedTemperatureConfig
+    diagnostic_keys = ("link_a", "link_a_at_cap")
+
+    def __init__(self, temperature: float = 0.05, link_a_max: float = 100.0, **common: Any) -> None:
+        super().__init__(temperature, True, link_a_max, 0.0, 0.0, 1e-6, **common)
+
+    def _make_config(self, temperature: float, learn_a: bool, a_max: float, b_min: float, b_max: float, eps: float):
+        return LearnedTemperatureConfig(temperature, a_max)
+
+    @property
+    def learns_b(self) -> bool:
+        return False
