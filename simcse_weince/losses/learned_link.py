@@ -15,12 +15,17 @@ from torch import nn
 from simcse_weince import checks
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
-from simcse_weince.losses.link import a_max_field, b_max_field, b_min_field, check_start, eps_field
+from simcse_weince.losses.link import a_cap, a_max_field, b_max_field, b_min_field, check_start, eps_field
 from simcse_weince.losses.logits import shortfall
 
 
 def _temperature_field() -> Any:
-    return field(default=0.05, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities."))
+    return field(
+        default=0.05,
+        metadata=checks.setting(
+            checks.positive_finite, "τ > 0 dividing the cosine similarities (the link's start a = 1/τ; finite)."
+        ),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +41,7 @@ class LearnedLinkConfig:
             "arm, since a is confounded with the encoder's spread of cosines and b is not).",
         ),
     )
-    link_a_max: float = a_max_field()
+    link_a_max: float | None = a_max_field()
     link_b_min: float = b_min_field()
     link_b_max: float = b_max_field()
     eps: float = eps_field()
@@ -51,7 +56,7 @@ class LearnedTemperatureConfig:
     """The settings of InfoNCE with a learned temperature: the start τ and the cap on its inverse."""
 
     temperature: float = _temperature_field()
-    link_a_max: float = a_max_field()
+    link_a_max: float | None = a_max_field()
 
     def __post_init__(self) -> None:
         checks.check_fields(self)
@@ -98,7 +103,7 @@ class LearnedLinkLoss(ContrastiveLoss):
         self,
         temperature: float = 0.05,
         link_learn_a: bool = True,
-        link_a_max: float = 100.0,
+        link_a_max: float | None = None,
         link_b_min: float = 0.0,
         link_b_max: float = 16.0,
         eps: float = 1e-6,
@@ -116,8 +121,8 @@ class LearnedLinkLoss(ContrastiveLoss):
         else:
             self.register_buffer("b", torch.zeros(()))
 
-    def _make_config(self, temperature: float, learn_a: bool, a_max: float, b_min: float, b_max: float, eps: float):
-        return LearnedLinkConfig(temperature, learn_a, a_max, b_min, b_max, eps)
+    def _make_config(self, temperature: float, learn_a: bool, a_max: float | None, *bounds: float) -> Any:
+        return LearnedLinkConfig(temperature, learn_a, a_max, *bounds)
 
     @property
     def config(self) -> Any:
@@ -136,7 +141,7 @@ class LearnedLinkLoss(ContrastiveLoss):
     def _bounds(self) -> tuple[float, float, float]:
         """α's upper bound log(a_max·τ), b's bounds."""
         cfg = self._config
-        alpha_max = math.log(cfg.link_a_max * self.temperature)
+        alpha_max = math.log(a_cap(self.temperature, cfg.link_a_max) * self.temperature)
         return alpha_max, getattr(cfg, "link_b_min", 0.0), getattr(cfg, "link_b_max", 0.0)
 
     def _project(self) -> None:
@@ -211,10 +216,10 @@ class LearnedTemperatureLoss(LearnedLinkLoss):
     Config = LearnedTemperatureConfig
     diagnostic_keys = ("link_a", "link_a_at_cap")
 
-    def __init__(self, temperature: float = 0.05, link_a_max: float = 100.0, **common: Any) -> None:
+    def __init__(self, temperature: float = 0.05, link_a_max: float | None = None, **common: Any) -> None:
         super().__init__(temperature, True, link_a_max, 0.0, 0.0, 1e-6, **common)
 
-    def _make_config(self, temperature: float, learn_a: bool, a_max: float, b_min: float, b_max: float, eps: float):
+    def _make_config(self, temperature: float, learn_a: bool, a_max: float | None, *bounds: float) -> Any:
         return LearnedTemperatureConfig(temperature, a_max)
 
     @property

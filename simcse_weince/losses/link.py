@@ -34,12 +34,18 @@ _EPS_RANGE = checks.within(0.0, 0.1, open_low=True)
 
 def a_max_field() -> Any:
     return field(
-        default=A_MAX,
+        default=None,
         metadata=checks.setting(
-            checks.positive_finite,
-            "Cap on the link's slope a (CLIP caps its logit scale at 100): a finite number >= 1/temperature.",
+            checks.optional(checks.positive_finite, "None (automatic: max(100, 1/temperature))"),
+            "Cap on the link's slope a (CLIP caps its logit scale at 100): a finite number >= 1/temperature; None "
+            "(default) = max(100, 1/temperature).",
         ),
     )
+
+
+def a_cap(temperature: float, a_max: float | None) -> float:
+    """The cap on a: ``a_max``, or max(100, 1/τ) when it is ``None`` (CLIP's cap, or the start a = 1/τ above it)."""
+    return max(A_MAX, 1.0 / temperature) if a_max is None else float(a_max)
 
 
 def b_min_field() -> Any:
@@ -67,10 +73,12 @@ def eps_field() -> Any:
     )
 
 
-def check_start(temperature: float, a_max: float, b_min: float | None = None, b_max: float | None = None) -> None:
+def check_start(
+    temperature: float, a_max: float | None, b_min: float | None = None, b_max: float | None = None
+) -> None:
     """``ValueError`` unless the start (a, b) = (1/τ, 0) lies within the caps: ``a_max >= 1/τ`` and
     ``b_min <= 0 <= b_max``."""
-    if a_max < 1.0 / temperature:
+    if a_max is not None and a_max < 1.0 / temperature:
         raise ValueError(
             f"link_a_max must be >= 1/temperature = {1.0 / temperature:g} (the start a = 1/τ), got {a_max!r}"
         )
@@ -138,20 +146,46 @@ def link_derivatives(
 
 
 def damped_newton_step(
-    x: torch.Tensor, valid: torch.Tensor, winner: torch.Tensor, theta: torch.Tensor, across: bool = False
+    x: torch.Tensor,
+    valid: torch.Tensor,
+    winner: torch.Tensor,
+    theta: torch.Tensor,
+    across: bool = False,
+    low: torch.Tensor | None = None,
+    high: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    r"""θ − t·H⁻¹∇ from ``theta``, t the first of 1, ½, ¼, … (at most 30 halvings) that lowers the NLL by
-    Armijo's rule; ``theta`` itself when none does (at the optimum to round-off, or a flat direction). A singular
-    H (candidates whose features are collinear) uses its pseudo-inverse."""
+    r"""One damped Newton step on the batch's link NLL from ``theta``, within the box ``low <= θ <= high``.
+
+    A coordinate at (or within a small ε of) a bound whose gradient points out of the box is held there (the
+    active set of Bertsekas's projected Newton method: a diagonally scaled gradient step, projected, puts it on
+    the bound); the free ones take the Newton step of their block of H, ``θ_F − t·H_FF⁻¹∇_F``. The trial point is
+    projected onto the box, t the first of 1, ½, ¼, … (at most 30 halvings) that lowers the NLL by Armijo's rule;
+    ``theta`` itself when none does (at the optimum to round-off, or a flat direction).
+
+    The fixed point is the box's maximum-likelihood θ (its KKT point); projecting the unconstrained Newton point
+    instead can settle where the NLL still falls into the box. H's pseudo-inverse drops eigenvalues below 1e-10 of
+    the largest (round-off of a rank-deficient H: a direction the data do not determine, such as candidates whose
+    features are collinear, is not stepped along).
+    """
+    low = torch.full_like(theta, -math.inf) if low is None else low.to(theta)
+    high = torch.full_like(theta, math.inf) if high is None else high.to(theta)
     nll, grad, hess = link_derivatives(x, valid, winner, theta, across)
-    step = torch.linalg.pinv(hess) @ grad
+    # Bertsekas's projected Newton: a coordinate within ε of a bound that the gradient pushes against is held
+    # (ε shrinks with the projected gradient's size, so that a point converging to a bound is held on the way).
+    near = min(1e-2, float((theta - torch.minimum(torch.maximum(theta - grad, low), high)).norm()))
+    held = ((theta <= low + near) & (grad > 0)) | ((theta >= high - near) & (grad < 0))
+    free = ~held
+    step = grad / hess.diagonal().clamp_min(1e-12)  # held coordinates: a scaled gradient step to their bound
+    if bool(free.any()):
+        block = hess[free][:, free]
+        step[free] = torch.linalg.pinv(block, rtol=1e-10, hermitian=True) @ grad[free]
     decrement = float(grad @ step)
     if not math.isfinite(decrement) or decrement <= 0:
         return theta
     t = 1.0
     for _ in range(30):
-        trial = theta - t * step
-        if float(link_nll(x, valid, winner, trial, across)) <= float(nll) - 1e-4 * t * decrement:
+        trial = torch.minimum(torch.maximum(theta - t * step, low), high)
+        if float(link_nll(x, valid, winner, trial, across)) <= float(nll) - 1e-4 * float(grad @ (theta - trial)):
             return trial
         t /= 2
     return theta

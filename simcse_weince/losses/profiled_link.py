@@ -15,6 +15,7 @@ from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
 from simcse_weince.losses.learned_link import _temperature_field
 from simcse_weince.losses.link import (
+    a_cap,
     a_max_field,
     b_max_field,
     b_min_field,
@@ -31,7 +32,7 @@ class ProfiledLinkConfig:
     """The settings of the profiled link: the start (1/τ, 0), the caps, the running average's momentum, the clamp."""
 
     temperature: float = _temperature_field()
-    link_a_max: float = a_max_field()
+    link_a_max: float | None = a_max_field()
     link_b_min: float = b_min_field()
     link_b_max: float = b_max_field()
     link_momentum: float = field(
@@ -55,13 +56,16 @@ class ProfiledLinkLoss(ContrastiveLoss):
     Each forward, from the running value θ = (a, b) (at the start (1/τ, 0), InfoNCE):
 
     1. one damped Newton step on this batch's link NLL (``docs/algorithm.md`` §4, the diagnostics' fit; the
-       positives are the winners, SimCSE's w does not enter), θ̂ = θ − t·H⁻¹∇, t halved until Armijo's rule holds;
-    2. θ ← m·θ + (1 − m)·θ̂, then projected onto 0 <= a <= a_max, b_min <= b <= b_max;
+       positives are the winners, SimCSE's w does not enter), θ̂ = θ − t·H⁻¹∇ within the box 0 <= a <= a_max,
+       b_min <= b <= b_max (a coordinate held at a bound that the gradient pushes against;
+       :func:`~simcse_weince.losses.link.damped_newton_step`), t halved until Armijo's rule holds;
+    2. θ ← m·θ + (1 − m)·θ̂ (inside the box, as both are);
     3. the loss's logits are a·s + b·u with that θ, a constant.
 
     Steps 1–2 run in a forward with gradient enabled (a training step); an evaluation uses θ as it is.
 
-    On a fixed batch the fixed point of 1–2 is the batch's maximum-likelihood (a, b) (∇ = 0); over a run, the
+    On a fixed batch the fixed point of 1–2 is the batch's maximum-likelihood (a, b) within the box (∇ = 0 inside
+    it; on separable winners, whose likelihood keeps rising, a corner such as (a_max, b_max)); over a run, the
     running value follows the current encoder's link. With ``gather_across_devices`` the NLL, its gradient and
     Hessian are summed over the processes' anchors, so every process holds the same θ as one process on the
     global batch. θ is a buffer (``theta``): saved in every checkpoint and resumed like WEINCE's top-M β.
@@ -80,7 +84,7 @@ class ProfiledLinkLoss(ContrastiveLoss):
     def __init__(
         self,
         temperature: float = 0.05,
-        link_a_max: float = 100.0,
+        link_a_max: float | None = None,
         link_b_min: float = 0.0,
         link_b_max: float = 16.0,
         link_momentum: float = 0.9,
@@ -94,6 +98,11 @@ class ProfiledLinkLoss(ContrastiveLoss):
     @property
     def config(self) -> ProfiledLinkConfig:
         return self._config
+
+    @property
+    def a_max(self) -> float:
+        """The cap on a (``link_a_max``, or max(100, 1/τ))."""
+        return a_cap(self.temperature, self._config.link_a_max)
 
     def coefficients(self) -> tuple[float, float]:
         """The running (a, b)."""
@@ -111,11 +120,12 @@ class ProfiledLinkLoss(ContrastiveLoss):
         if self.theta.device != x.device:  # the loss is no submodule of the model: follow the scores
             self.theta = self.theta.to(x.device)
         theta = self.theta
-        batch = damped_newton_step(x, ~lay.excluded, lay.positive_index, theta, across=self.gather_across_devices)
-        new = cfg.link_momentum * theta + (1.0 - cfg.link_momentum) * batch
-        new[0] = new[0].clamp(min=0.0, max=cfg.link_a_max)
-        new[1] = new[1].clamp(min=cfg.link_b_min, max=cfg.link_b_max)
-        self.theta.copy_(new)
+        low = torch.tensor([0.0, cfg.link_b_min], dtype=theta.dtype)
+        high = torch.tensor([self.a_max, cfg.link_b_max], dtype=theta.dtype)
+        batch = damped_newton_step(
+            x, ~lay.excluded, lay.positive_index, theta, self.gather_across_devices, low.to(x.device), high.to(x.device)
+        )  # within the box, so is the average
+        self.theta.copy_(cfg.link_momentum * theta + (1.0 - cfg.link_momentum) * batch)
         return batch
 
     def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
@@ -127,7 +137,7 @@ class ProfiledLinkLoss(ContrastiveLoss):
             "link_a": a,
             "link_b": b,
             **({} if batch is None else {"link_a_batch": batch[0].float(), "link_b_batch": batch[1].float()}),
-            "link_a_at_cap": (self.theta[0] >= cfg.link_a_max).float(),
+            "link_a_at_cap": (self.theta[0] >= self.a_max).float(),
             "link_b_at_cap": (self.theta[1] >= cfg.link_b_max).float(),
         }
         return masked_cross_entropy(link_logits(lay.scores, a, b, cfg.eps), lay, self.hard_negative_weight)

@@ -293,11 +293,6 @@ def test_profiled_link_caps_bind_on_separable_winners() -> None:
     assert any(at_caps)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="projecting the unconstrained Newton point is no constrained fit: with b held at link_b_max the Newton "
-    "point has a < 0, so θ settles at (0, b_max) although ∂NLL/∂a < 0 there (the box's MLE is (a_max, b_max))",
-)
 def test_profiled_link_reaches_the_box_mle_on_separable_winners() -> None:
     """On separable winners (every negative below the positive in s and in u) the NLL decreases in a and in b over
     the whole box, so its constrained maximum-likelihood point is (a_max, b_max): the running value must go there,
@@ -308,16 +303,12 @@ def test_profiled_link_reaches_the_box_mle_on_separable_winners() -> None:
     _, grad, _ = link_derivatives(x, ~lay.excluded, lay.positive_index, corner)
     assert float(grad[0]) < 0 and float(grad[1]) < 0  # raising a (or b) from (0, b_max) lowers the NLL
     loss = ProfiledLinkLoss(temperature=0.5, link_a_max=4.0, link_b_max=1.0)
-    for _ in range(100):
+    for _ in range(200):  # the running average closes a tenth of the distance to the Newton point per call
         assert torch.isfinite(loss.loss_from_scores(lay))
-    assert loss.coefficients() == pytest.approx((4.0, 1.0), abs=1e-6)
+    assert loss.coefficients() == pytest.approx((4.0, 1.0), abs=1e-5)
+    assert float(loss.last_diagnostics["link_a_batch"]) == 4.0  # this batch's constrained Newton point: the corner
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torch.linalg.pinv's default cutoff (rtol = 2·eps·σ_max) keeps the round-off eigenvalue (~4e-15) of a "
-    "rank-1 Hessian: the Newton step gets a component along the unidentified direction, up to ~0.67 here",
-)
 def test_newton_step_on_a_singular_hessian_stays_in_the_identified_direction() -> None:
     """With two feature points per anchor the NLL depends on θ only through θ·d, d = x_positive − x_negative: the
     pseudo-inverse Newton step (the minimum-norm one) lies along d at every θ the running fit visits."""
@@ -364,9 +355,9 @@ BAD = [
     (LearnedLinkLoss, {"link_b_max": -1.0}, "link_b_max must be a finite number >= 0, got -1.0"),
     (ProfiledLinkLoss, {"link_b_max": -1.0}, "link_b_max must be a finite number >= 0, got -1.0"),
     (LearnedLinkLoss, {"link_b_min": -math.inf}, "link_b_min must be a finite number, got -inf"),
-    (LearnedLinkLoss, {"link_a_max": math.inf}, "link_a_max must be a finite number > 0, got inf"),
-    (LearnedTemperatureLoss, {"link_a_max": math.inf}, "link_a_max must be a finite number > 0, got inf"),
-    (ProfiledLinkLoss, {"link_a_max": math.inf}, "link_a_max must be a finite number > 0, got inf"),
+    (LearnedLinkLoss, {"link_a_max": math.inf}, "or a finite number > 0, got inf"),
+    (LearnedTemperatureLoss, {"link_a_max": math.inf}, "or a finite number > 0, got inf"),
+    (ProfiledLinkLoss, {"link_a_max": math.inf}, "or a finite number > 0, got inf"),
     (ProfiledLinkLoss, {"link_momentum": 1.0}, "link_momentum must be in [0, 1), got 1.0"),
     (LearnedLinkLoss, {"eps": 0.0}, "eps must be in (0, 0.1], got 0.0"),
     (ProfiledLinkLoss, {"eps": 0.0}, "eps must be in (0, 0.1], got 0.0"),
@@ -387,11 +378,6 @@ def test_bad_settings_are_one_value_error(cls: type[ContrastiveLoss], kwargs: di
     assert message in str(err.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="temperature = inf is accepted (checks.positive allows inf): a = e^α/τ is 0 for every α, so the learned "
-    "slope can never move and link_a_max >= 1/τ = 0 always holds",
-)
 @pytest.mark.parametrize("cls", [LearnedLinkLoss, LearnedTemperatureLoss])
 def test_infinite_temperature_is_refused_by_the_learned_link(cls: type[LearnedLinkLoss]) -> None:
     """An infinite τ freezes a = e^α/τ at 0 whatever α learns: the learned link must refuse it."""
