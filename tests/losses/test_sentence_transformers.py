@@ -128,3 +128,30 @@ def test_adapter_rejects_bad_inputs(tiny_bert_weights_dir: Path) -> None:
         SentenceTransformerContrastiveLoss(model, loss=WeinceLoss(layout="ntxent"))
     with pytest.raises(ValueError, match="either"):
         SentenceTransformerContrastiveLoss(model, loss=InfoNCELoss(), q=0.3)
+
+
+@pytest.mark.parametrize("name", ["learned_link", "profiled_link", "arctanh"])
+def test_the_link_losses_train_through_the_adapter(
+    tiny_bert_weights_dir: Path, wiki_sample: Path, tmp_path, name: str
+) -> None:
+    """Two steps of SentenceTransformerTrainer with a link loss by its registered name: the encoder's weights move,
+    and so does the link — the learned link's (α, b) are parameters of the loss module, which
+    SentenceTransformerTrainer optimises with the model's; the profiled link's θ moves with each batch."""
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    model = _tiny_st(tiny_bert_weights_dir)
+    lines = wiki_sample.read_text(encoding="utf-8").splitlines()[:16]
+    ds = Dataset.from_dict({"anchor": lines, "positive": lines})
+    kwargs = {} if name == "arctanh" else {"temperature": 0.1}
+    loss = SentenceTransformerContrastiveLoss(model, loss=name, **kwargs)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=2, learning_rate=1e-2, report_to="none",
+        save_strategy="no", dataloader_pin_memory=False, disable_tqdm=True,
+    )  # fmt: skip
+    out = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss).train()
+    assert out.global_step == 2 and torch.isfinite(torch.tensor(out.training_loss))
+    assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    if name != "arctanh":
+        assert loss.loss.coefficients() != (10.0, 0.0)  # moved from its start (1/τ, 0)
+    assert loss.get_config_dict()["loss"] == type(loss.loss).__name__
