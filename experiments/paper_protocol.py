@@ -15,7 +15,17 @@ The arms, each an ordinary training run per seed (``simcse_weince.cli.train_visi
 * (c) WEINCE at the grid's centre;          (d) WEINCE, best of the grid;
 * (e) WEINCE + terms, best of the grid (the paper's arm);
 * (f) InfoNCE + terms, best of a grid of equal size on τ and the two terms' weights (the same tuning budget);
-* (e0) WEINCE + terms at the grid's centre (the CPU run's stand-in for (e)).
+* (e0) WEINCE + terms at the grid's centre (the CPU run's stand-in for (e));
+* (g) the learned link, (h) InfoNCE with a learned τ, (i) the profiled link, (j) temperature-free InfoNCE (the
+  registered losses ``learned_link``, ``learned_temperature``, ``profiled_link``, ``arctanh``; ``docs/algorithm.md``
+  §6), without the terms.
+
+Tuning budget: (a), (b), (c), (e0) and (g)–(j) are one configuration each (no grid); (d) and (e) take the best of
+the WEINCE grid (margin × κ_ρ × κ_aic, 27 points), (f) the best of an InfoNCE grid of the same size (τ × the two
+terms' weights). (g), (h) and (i) start from the base config's τ, as (a) runs at it (a = 1/τ, b = 0: InfoNCE at
+step 0); what they learn or fit, (a, b) or a alone, is their own and no grid is searched over it. Their caps and
+settings are the losses' defaults, and the learned scalars of (g) and (h) have the run's learning rate unless an
+``--extra --loss_learning_rate`` changes it for every arm alike. (j) has no τ, so no knob at all.
 
 The WEINCE arms use the authors' settings of ``tlambda_select`` (β = 1, q 0.2, tail 10 %, at least 32 points); the
 terms are theirs (weights 0.5, M = 50, β_t from the global tail). The grid's centre is WEINCE's defaults (margin 2,
@@ -28,7 +38,9 @@ Selection, as the authors' aggregation script describes it: per configuration, t
 validation figure; among the configurations with every seed (all of them if none has), the best one, chosen
 separately for each metric; its test figures are reported. The paired differences (same encoder seeds) isolate
 each factor: (c)−(a) the blend, (b)−(a) the terms, (e)−(b) blend and grid given the terms, (d)−(c) the grid,
-(e)−(f) WEINCE against InfoNCE at the same tuning budget. Writes ``{out}.md``, ``{out}.json`` and ``{out}.png``.
+(e)−(f) WEINCE against InfoNCE at the same tuning budget; and, at the budget of (a), one configuration,
+(g)−(a), (h)−(a), (i)−(a), (j)−(a) each new loss against InfoNCE and (g)−(h) the endpoint term given a learned
+scale. Writes ``{out}.md``, ``{out}.json`` and ``{out}.png``.
 Restartable: a finished run (``results.json`` in its folder; its held-out scores in ``protocol.json``) is
 skipped, a killed one resumes from its last checkpoint; a folder that holds a run of other settings (another
 config or ``--extra``) is refused, not reused.
@@ -52,7 +64,11 @@ from experiments.common import REPO, mean_std, run_module, write_results
 
 PAPER_CONFIG, QUICK_CONFIG = "cifar100_resnet18_authors.yaml", "cpu_proxy_cifar10.yaml"
 RESULTS = "experiments/results/paper_protocol"
-ARM_NAMES = ("a", "b", "c", "d", "e", "f", "e0")
+ARM_NAMES = ("a", "b", "c", "d", "e", "f", "e0", "g", "h", "i", "j")
+DEFAULT_ARMS = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+# The link losses' arms (docs/algorithm.md §6): ordinary runs of their registered loss, one configuration each.
+TAU_STARTED = ("learned_link", "learned_temperature", "profiled_link")  # start at the base config's τ
+NO_TAU = ("arctanh",)
 WEINCE_KNOBS = ("margin", "kappa_rho", "kappa_aic")
 INFONCE_KNOBS = ("temperature", "topm_softmax_weight", "topm_weibit_weight")
 CENTRE = {"margin": 2.0, "kappa_rho": 10.0, "kappa_aic": 1.0}
@@ -68,7 +84,9 @@ METRICS = ("linear_probe", "R@1", "R@2", "R@5", "R@10", "R@20", "R@50", "knn50")
 PAIRS = (("c", "a", "the blend"), ("b", "a", "the terms"), ("e", "b", "blend and grid, given the terms"),
          ("d", "c", "the grid"), ("e", "f", "WEINCE vs InfoNCE at the same tuning budget"),
          ("e0", "b", "the blend, given the terms"), ("e0", "c", "the terms, given the blend"),
-         ("e", "e0", "the grid, given the terms"))  # fmt: skip
+         ("e", "e0", "the grid, given the terms"), ("g", "a", "the learned link vs InfoNCE"),
+         ("h", "a", "a learned τ vs InfoNCE"), ("g", "h", "the endpoint term, given a learned scale"),
+         ("i", "a", "the profiled link vs InfoNCE"), ("j", "a", "temperature-free vs InfoNCE"))  # fmt: skip
 QUICK = {
     "seeds": [0, 1], "eval_seeds": [1, 2], "grid_margin": [2.0], "grid_kappa_rho": [10.0],
     "grid_kappa_aic": [1.0], "grid_temperature": [0.5], "grid_softmax_weight": [0.5],
@@ -84,7 +102,7 @@ QUICK_TRAINING = ["--train_per_class", "8", "--probe_train_per_class", "10", "--
 @dataclasses.dataclass(frozen=True)
 class Arm:
     label: str
-    loss: str  # infonce | weince
+    loss: str  # a registered loss: infonce | weince | learned_link | learned_temperature | profiled_link | arctanh
     terms: bool
     grid: str | None  # None: one configuration; "weince" or "infonce": best of that grid
 
@@ -97,6 +115,10 @@ ARMS = {
     "e": Arm("WEINCE + top-M terms, best of grid (the paper's arm)", "weince", True, "weince"),
     "f": Arm("InfoNCE + top-M terms, best of an equal grid (τ, weights)", "infonce", True, "infonce"),
     "e0": Arm("WEINCE + top-M terms, grid centre", "weince", True, None),
+    "g": Arm("Learned link (a, b)", "learned_link", False, None),
+    "h": Arm("InfoNCE, learned τ", "learned_temperature", False, None),
+    "i": Arm("Profiled link (a, b)", "profiled_link", False, None),
+    "j": Arm("Temperature-free (artanh)", "arctanh", False, None),
 }
 
 
@@ -119,7 +141,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="base training YAML (default: the authors' CIFAR-100 arm; --quick: the CPU proxy)",
     )
-    ap.add_argument("--arms", nargs="*", default=["a", "b", "c", "d", "e", "f"], help=f"among {' '.join(ARM_NAMES)}")
+    ap.add_argument("--arms", nargs="*", default=DEFAULT_ARMS, help=f"among {' '.join(ARM_NAMES)}")
     ap.add_argument("--seeds", type=int, nargs="*", default=[7, 21, 63, 84], help="encoder (training) seeds")
     ap.add_argument("--eval_seeds", type=int, nargs="*", default=[1, 2, 3, 4, 5], help="validation-split seeds")
     ap.add_argument("--val_ratio", type=float, default=0.2)
@@ -237,6 +259,10 @@ class Setting:
 
 def arm_settings(arm: Arm, args: argparse.Namespace, tau: float) -> list[Setting]:
     """The configurations an arm selects among (one for a single-configuration arm)."""
+    if arm.loss in TAU_STARTED:
+        return [Setting(arm.loss, False, (("temperature", tau),))]
+    if arm.loss in NO_TAU:
+        return [Setting(arm.loss, False, ())]
     if arm.loss == "weince":
         if arm.grid is None:
             points = [tuple(CENTRE.items())]

@@ -87,8 +87,13 @@ def test_quick_runs_every_arm_and_a_second_call_reuses_every_run(tmp_path, capsy
     argv = ["--quick", "--runs_dir", str(tmp_path / "runs"), "--out", str(out), "--extra", "--data_dir", str(data)]
     assert pp.main(argv) == 0
     summary = json.loads(out.with_suffix(".json").read_text())
-    assert list(summary["arms"]) == ["a", "b", "c", "d", "e", "f"]
-    assert set(summary["differences"]) == {"(c)-(a)", "(b)-(a)", "(e)-(b)", "(d)-(c)", "(e)-(f)"}
+    assert list(summary["arms"]) == ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+    assert set(summary["differences"]) == {"(c)-(a)", "(b)-(a)", "(e)-(b)", "(d)-(c)", "(e)-(f)", "(g)-(a)",
+                                           "(h)-(a)", "(g)-(h)", "(i)-(a)", "(j)-(a)"}  # fmt: skip
+    # the link losses' arms: one run each of their registered loss (τ from the base config; arctanh has none)
+    runs_of = {arm: summary["arms"][arm]["selected"]["R@1"]["run"] for arm in ("g", "h", "i", "j")}
+    assert runs_of == {"g": "learned_link_temperature0p5", "h": "learned_temperature_temperature0p5",
+                       "i": "profiled_link_temperature0p5", "j": "arctanh"}  # fmt: skip
     # (c) is (d)'s one-point grid: the same run; (f) selects between its two points, (b) is one of them
     c, d = summary["arms"]["c"]["selected"], summary["arms"]["d"]["selected"]
     assert c["R@1"]["run"] == d["R@1"]["run"] == "weince_margin2_kappa_rho10_kappa_aic1"
@@ -100,13 +105,13 @@ def test_quick_runs_every_arm_and_a_second_call_reuses_every_run(tmp_path, capsy
     assert "| (e)−(f): WEINCE vs InfoNCE at the same tuning budget |" in out.with_suffix(".md").read_text()
     assert out.with_suffix(".png").stat().st_size > 5000
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir())
-    assert len(runs) == 10  # 2 seeds × (a, b, c = d, e0 = e, f's other point)
+    assert len(runs) == 18  # 2 seeds × (a, b, c = d, e0 = e, f's other point, g, h, i, j)
     scores = json.loads((tmp_path / "runs" / runs[0] / "protocol.json").read_text())
     assert scores["eval_seeds"] == [1, 2] and set(scores["per_seed"]) == {"1", "2"}
     first = out.with_suffix(".json").read_text()
     capsys.readouterr()
     assert pp.main(argv) == 0  # restarted: every run is reused, the same table
-    assert capsys.readouterr().out.count("trained before") == 10
+    assert capsys.readouterr().out.count("trained before") == 18
     assert out.with_suffix(".json").read_text() == first
 
 
