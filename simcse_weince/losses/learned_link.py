@@ -85,13 +85,14 @@ class LearnedLinkLoss(ContrastiveLoss):
 
     The gradient of the loss in (a, b) is the link fit's score (``docs/algorithm.md`` §4) per anchor:
     ``∇ = mean_i(E_{p_i}[(s, u)] − (s, u)_{i p(i)})``. The trainer optimises (α, b) in their own parameter group
-    (``--loss_learning_rate``, ``--loss_weight_decay``, default 0), saves them in every checkpoint and averages
-    their gradients over the processes.
+    (``--loss_learning_rate``, default the run's learning rate; ``--loss_weight_decay``, default 0), saves them in
+    every checkpoint and averages their gradients over the processes.
 
     Example:
         >>> loss = LearnedLinkLoss(temperature=0.05)
+        >>> loss.coefficients()  # (a, b) before any step: InfoNCE at τ
+        (20.0, 0.0)
         >>> value = loss(torch.randn(8, 16), torch.randn(8, 16))
-        >>> loss.coefficients()  # (a, b) = (20.0, 0.0) before any step
     """
 
     name = "learned_link"

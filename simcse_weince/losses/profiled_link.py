@@ -72,8 +72,8 @@ class ProfiledLinkLoss(ContrastiveLoss):
 
     Example:
         >>> loss = ProfiledLinkLoss(temperature=0.05)
-        >>> value = loss(torch.randn(8, 16), torch.randn(8, 16))
-        >>> loss.coefficients()
+        >>> value = loss(torch.randn(8, 16), torch.randn(8, 16))  # a training step: θ moves with this batch
+        >>> a, b = loss.coefficients()
     """
 
     name = "profiled_link"

@@ -239,7 +239,36 @@ def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_
     assert not torch.allclose(w_local[key], w1[key], rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("bad", [["--beta_mode", "mle"], ["--max_seq_length", "2"], ["--temperature", "-1"]])
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["learned_link", "arctanh"])
+def test_a_link_loss_trains_from_the_command_line(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, loss: str):
+    """``--loss learned_link`` (a loss with parameters) and ``--loss arctanh`` (no τ): the run ends, its results
+    and card say what the link learned, and the learned link is exported beside the model."""
+    out = tmp_path / "run"
+    results = run(_args(tiny_bert_dir, wiki_sample, out, loss=loss, max_steps=2, temperature=0.1))
+    assert results["steps"] == 2
+    card = (out / "model" / "README.md").read_text()
+    if loss == "learned_link":
+        assert len(results["link_trajectory"]) == 2 and results["link_a_final"] != 10.0
+        config = json.loads((out / "model" / "loss_config.json").read_text())
+        assert config["name"] == "learned_link" and (out / "model" / "loss_state.pt").is_file()
+        assert '"learned": {"link_a": ' in card and "Learned link" in card
+    else:
+        assert "link_trajectory" not in results and not (out / "model" / "loss_config.json").exists()
+        assert "Temperature-free" in card and "2501.17683" in card
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--beta_mode", "mle"],
+        ["--max_seq_length", "2"],
+        ["--temperature", "-1"],
+        ["--link_a_max", "5"],
+        ["--link_b_min", "1"],
+        ["--loss", "softmax"],
+    ],
+)
 def test_invalid_setting_fails_in_one_line_before_anything_loads(
     bad: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
