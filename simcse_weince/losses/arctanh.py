@@ -68,6 +68,9 @@ class ArctanhLoss(ContrastiveLoss):
     def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
         return masked_cross_entropy(arctanh_logits(lay.scores, self._config.eps), lay, self.hard_negative_weight)
 
+    def search_logits(self, scores: torch.Tensor) -> torch.Tensor:
+        return arctanh_logits(scores, self._config.eps)
+
     def get_config_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in super().get_config_dict().items() if k != "temperature"}
         return {**out, "eps": self._config.eps}

@@ -192,6 +192,12 @@ class ContrastiveLoss(nn.Module):
         """The loss from a batch's float32 :class:`ScoreMatrix` (subclasses)."""
         raise NotImplementedError
 
+    def search_logits(self, scores: torch.Tensor) -> torch.Tensor:
+        """The loss's link applied to cosines ``scores`` (A, m) of a search, as it stands now (no batch statistic,
+        no gradient): ``s/τ`` by default; the link losses' a·s + b·u or 2·artanh(s). WEINCE's depends on the
+        candidates' statistics and is read through its own ``statistics``."""
+        return scores / self.temperature
+
     def get_config_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "temperature": self.temperature,

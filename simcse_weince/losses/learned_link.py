@@ -15,7 +15,15 @@ from torch import nn
 from simcse_weince import checks
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
-from simcse_weince.losses.link import a_cap, a_max_field, b_max_field, b_min_field, check_start, eps_field
+from simcse_weince.losses.link import (
+    a_cap,
+    a_max_field,
+    b_max_field,
+    b_min_field,
+    check_start,
+    eps_field,
+    link_logits,
+)
 from simcse_weince.losses.logits import shortfall
 
 
@@ -182,6 +190,10 @@ class LearnedLinkLoss(ContrastiveLoss):
                 }
         self.last_diagnostics = diagnostics
         return masked_cross_entropy(logits, lay, self.hard_negative_weight)
+
+    def search_logits(self, scores: torch.Tensor) -> torch.Tensor:
+        a, b = self.coefficients()
+        return link_logits(scores, a, b, self._config.eps) if self.learns_b else scores * a
 
     @classmethod
     def run_summary(cls, log_history: Sequence[dict[str, Any]]) -> dict[str, Any]:

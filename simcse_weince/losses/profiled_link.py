@@ -142,6 +142,10 @@ class ProfiledLinkLoss(ContrastiveLoss):
         }
         return masked_cross_entropy(link_logits(lay.scores, a, b, cfg.eps), lay, self.hard_negative_weight)
 
+    def search_logits(self, scores: torch.Tensor) -> torch.Tensor:
+        a, b = self.coefficients()
+        return link_logits(scores, a, b, self._config.eps)
+
     @classmethod
     def run_summary(cls, log_history: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """The (step, a, b) trajectory of the running link, its last value, and the logged steps at a cap."""

@@ -31,13 +31,18 @@ from simcse_weince.losses.layout import ScoreMatrix
 from simcse_weince.simulation.universe import Universe
 from simcse_weince.simulation.winners import BlendedLaw
 
-LOSSES: tuple[str, ...] = ("infonce", "weince", "weince_unit", "weince_hill", "oracle")
+LOSSES: tuple[str, ...] = (
+    "infonce", "weince", "weince_unit", "weince_hill", "oracle",
+    "learned_temperature", "learned_link", "learned_link_b", "profiled_link", "arctanh",
+)  # fmt: skip
 
 
 def build_loss(name: str, tau: float, kernel: BlendedLaw) -> ContrastiveLoss:
     """The loss of an arm: ``infonce`` at τ; ``weince`` (the shipped defaults, β mode ``ols``), ``weince_unit`` or
     ``weince_hill`` at τ; ``oracle``, the kernel's own link (λ* fixed, β clamped to β*, τ* = 1/κ): WEINCE's logit
-    at the true parameters, whatever ``tau`` is.
+    at the true parameters, whatever ``tau`` is; the link losses (issue 43): ``learned_temperature``,
+    ``learned_link`` (a and b learned) and ``learned_link_b`` (b alone, a = 1/τ), starting at (1/τ, 0);
+    ``profiled_link`` from the same start; ``arctanh``, which has no τ.
 
     Raises:
         ValueError: an unknown arm.
@@ -48,6 +53,12 @@ def build_loss(name: str, tau: float, kernel: BlendedLaw) -> ContrastiveLoss:
         return loss_class("weince")(tau)
     if name in ("weince_unit", "weince_hill"):
         return loss_class("weince")(tau, beta_mode=name.split("_")[1])
+    if name in ("learned_temperature", "learned_link", "profiled_link"):
+        return loss_class(name)(tau)
+    if name == "learned_link_b":
+        return loss_class("learned_link")(tau, link_learn_a=False)
+    if name == "arctanh":
+        return loss_class("arctanh")()
     checks.one_of(LOSSES)("loss", name)
     return loss_class("weince")(kernel.tau, fixed_lambda=kernel.lam, beta_clamp=(kernel.beta, kernel.beta))  # oracle
 
@@ -85,6 +96,7 @@ class TrainResult:
     final_loss: float  # mean loss over the last tenth of the steps
     lambda_mean: float  # WEINCE's mean λ over the last tenth of the steps (0 for InfoNCE)
     beta_mean: float  # WEINCE's mean β over the last tenth (1 for InfoNCE)
+    learned: dict[str, float] = field(default_factory=dict)  # the link losses' (a, b) at the end
 
 
 def initial_table(items: int, dim: int, seed: int) -> torch.Tensor:
@@ -119,7 +131,9 @@ def _fit(
     their observations), Adam moves ``parameters``."""
     data = torch.Generator().manual_seed(2 * cfg.seed)
     anchors_all, positives_all = universe.sample_pairs(cfg.pairs, data)
-    optimizer = torch.optim.Adam(parameters, lr=cfg.lr)
+    # a loss's own parameters (the learned links' α, b) in the same Adam at the same rate
+    own = [p for p in loss.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam([*parameters, *own], lr=cfg.lr)
     tail = max(1, cfg.steps // 10)
     losses, lams, betas = [], [], []
     for step in range(cfg.steps):
@@ -143,6 +157,7 @@ def _fit(
         float(torch.stack(losses).mean()),
         float(torch.stack(lams).mean()) if lams else 0.0,
         float(torch.stack(betas).mean()) if betas else 1.0,
+        loss.learned_values(),
     )
 
 

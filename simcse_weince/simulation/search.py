@@ -83,8 +83,8 @@ def model_log_posterior(
     excluded = torch.zeros_like(scores, dtype=torch.bool) if excluded is None else excluded
     if isinstance(loss, loss_class("weince")):
         logits = loss.logits(scores, loss.statistics(_search_layout(scores, excluded)))
-    else:
-        logits = scores / loss.temperature
+    else:  # InfoNCE's s/τ, the link losses' current link
+        logits = loss.search_logits(scores)
     return logits.double().masked_fill(excluded, float("-inf")).log_softmax(dim=1)
 
 

@@ -182,6 +182,7 @@ def training_cell(settings: SweepSettings, cell: dict, universe: Universe) -> di
         "lambda_mean": result.lambda_mean,
         "beta_mean": result.beta_mean,
         "final_loss": result.final_loss,
+        **({"learned": result.learned} if result.learned else {}),
     }
 
 

@@ -136,3 +136,29 @@ def test_a_subset_is_the_kernel_restricted_to_its_items() -> None:
     sub = u.subset(items)
     m = u.transition()[items][:, items]
     assert torch.allclose(sub.transition(), m / m.sum(dim=1, keepdim=True), atol=1e-12)
+
+
+def test_the_link_arms_learn_their_link_and_are_scored_under_it() -> None:
+    """The issue-43 arms: the learned link's (α, b) are trained with the table (they leave their start (1/τ, 0) and
+    are reported), ``learned_link_b`` keeps a = 1/τ, and the universe KL reads each arm's current link: the
+    model's law over candidates is softmax(a·s + b·u) for the link losses, softmax(2·artanh s) without τ."""
+    from simcse_weince.losses.logits import shortfall
+    from simcse_weince.simulation.search import model_log_posterior
+
+    law = kernel_law("endpoint", beta=3.0)
+    u = make_universe(48, 4, law, seed=0)
+    cfg = TrainConfig(negatives=16, dim=4, steps=60, batch=64, pairs=5_000, lr=0.05, seed=0)
+    scores = torch.rand(5, 7) * 1.8 - 0.9
+    for name in ("learned_link", "learned_link_b", "learned_temperature", "profiled_link"):
+        loss = build_loss(name, 0.2, law)
+        learned = train_table(u, loss, cfg).learned
+        assert learned["link_a"] != 5.0 or name == "learned_link_b", name
+        assert (learned["link_a"] == 5.0) == (name == "learned_link_b"), name
+        a, b = loss.coefficients()
+        assert learned == ({"link_a": a} if name == "learned_temperature" else {"link_a": a, "link_b": b})
+        expected = (a * scores.double() + b * shortfall(scores.double())).log_softmax(dim=1)
+        torch.testing.assert_close(model_log_posterior(loss, scores), expected, rtol=1e-5, atol=1e-6)
+    arctanh = build_loss("arctanh", 0.2, law)
+    expected = (torch.log1p(scores.double()) - torch.log1p(-scores.double())).log_softmax(dim=1)
+    torch.testing.assert_close(model_log_posterior(arctanh, scores), expected, rtol=1e-5, atol=1e-6)
+    assert train_table(u, arctanh, cfg).learned == {}
