@@ -13,9 +13,6 @@ from simcse_weince.simulation.sweep_settings import SWEEPS, SweepSettings, resol
 from tests.helpers import REPO
 
 STORED = REPO / "experiments" / "results" / "ground_truth"
-# Stored before the ranking and best-link fields (issue 41) and not run again since: every cell reads as outdated,
-# and the same command recomputes them all.
-OUTDATED = {"negatives"}
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
@@ -25,10 +22,9 @@ def test_the_full_size_is_the_stored_runs_and_their_cells_read(sweep: str) -> No
     settings = resolve(sweep, {})
     assert json.dumps(settings.to_dict(), indent=2) == (STORED / f"{sweep}.settings.json").read_text()
     store = CellStore(STORED, settings)  # refuses other settings; start() is not called, nothing is written
-    if sweep in OUTDATED:
-        assert not store.done and store.outdated == len(cells(settings))
-    else:
-        assert sorted(cell_key(c) for c in cells(settings)) == sorted(store.done)  # in the order they finished
+    # every cell holds the ranking and best-link fields (a record without them would read as outdated)
+    assert not store.outdated
+    assert sorted(cell_key(c) for c in cells(settings)) == sorted(store.done)  # in the order they finished
 
 
 def test_lists_are_sorted_tuples_and_saved_as_lists() -> None:
