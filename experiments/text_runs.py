@@ -6,8 +6,10 @@
         --variants infonce weince-unit weince-ols --seeds 0 1 2 --out experiments/results/text_warmstart
     # paper scale (GPU): see experiments/paper_scale.sh
 
-Variants: ``infonce``, ``weince-unit``, ``weince-ols``, ``weince-hill``. Finished runs are reused, so an
-interrupted experiment can be resumed by running the same command again.
+Variants: ``infonce``, ``weince-unit``, ``weince-ols``, ``weince-hill``, and the link losses ``learned_link``,
+``learned_temperature``, ``profiled_link``, ``arctanh`` at their defaults (their learned (a, b) at the end of each run
+are tabled). Finished runs are reused, so an interrupted experiment can be resumed by running the same command
+again.
 """
 
 from __future__ import annotations
@@ -30,10 +32,17 @@ from experiments.common import (
 STS_COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 
 
+LINK_VARIANTS = ("learned_link", "learned_temperature", "profiled_link", "arctanh")
+
+
 def variant_args(variant: str) -> list[str]:
+    if variant in LINK_VARIANTS:  # the link losses at their defaults (issue 43)
+        return ["--loss", variant]
     loss, _, beta = variant.partition("-")
     if loss not in ("infonce", "weince") or (loss == "weince" and beta not in ("unit", "ols", "hill")):
-        raise ValueError(f"unknown variant {variant!r}; expected infonce or weince-unit|ols|hill")
+        raise ValueError(
+            f"unknown variant {variant!r}; expected infonce, weince-unit|ols|hill or one of {', '.join(LINK_VARIANTS)}"
+        )
     return ["--loss", loss] + (["--beta_mode", beta] if beta else [])
 
 
@@ -58,6 +67,20 @@ def write_geometry(model_dir: Path, cache: Path) -> None:
 
 
 LAMBDA_STATS = ("lambda", "lambda_frac_gt_half", "delta_aic", "rho")
+LINK_STATS = ("link_a_final", "link_b_final")
+
+
+def link_table(stats: dict[str, dict[int, dict[str, float | None]]]) -> str:
+    """The link losses' final (a, b) per variant and seed (``results.json``), or an empty string without any."""
+    rows = [
+        f"| {v} | {seed} | {r['link_a_final']:.2f} | "
+        + ("–" if r.get("link_b_final") is None else f"{r['link_b_final']:.3f}")
+        + " |"
+        for v, runs in stats.items()
+        for seed, r in runs.items()
+        if r.get("link_a_final") is not None
+    ]
+    return "\n".join(["| variant | seed | learned a | learned b |", "|---|---|---|---|", *rows]) if rows else ""
 
 
 def lambda_table(stats: dict[str, dict[int, dict[str, float | None]]]) -> str:
@@ -138,6 +161,7 @@ def main() -> None:
             per_run[v][seed] = row
             hist = json.loads((out / "results.json").read_text())
             lam_stats[v][seed] = {k: hist.get(f"mean_{k}") for k in LAMBDA_STATS}
+            lam_stats[v][seed].update({k: hist.get(k) for k in LINK_STATS})
             lam = hist.get("lambda_curve")  # (step, mean λ) at every logging step; none for InfoNCE
             if lam:
                 curves[f"{v} seed {seed}"] = lam
@@ -153,6 +177,8 @@ def main() -> None:
     summary["per_run"] = {v: {str(s): r for s, r in runs.items()} for v, runs in per_run.items()}
     summary["lambda"] = {v: {str(s): r for s, r in runs.items()} for v, runs in lam_stats.items()}
     table += "\n\n" + lambda_table(lam_stats)
+    if links := link_table(lam_stats):
+        table += "\n\nThe link losses' (a, b) at the end of each run:\n\n" + links
     prefix = Path(args.out)
     write_results(prefix, table, summary, header)
     plot_metrics(

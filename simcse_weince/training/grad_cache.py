@@ -199,32 +199,36 @@ def _embed_without_grad(embed: Embed, chunks: Sequence[dict[str, Any]], batch_no
 
 
 def _loss_and_embedding_grads(
-    loss_fn: LossFn, embedded: _Embedded
-) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]]:
-    """Step (2): the full-batch loss on the detached embeddings and ``G = ∂L/∂Z``, cut back into chunks.
+    loss_fn: LossFn, embedded: _Embedded, loss_parameters: Sequence[torch.Tensor] = ()
+) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]], list[torch.Tensor]]:
+    """Step (2): the full-batch loss on the detached embeddings, ``G = ∂L/∂Z`` cut back into chunks, and the
+    loss's own parameters' gradients ``∂L/∂φ`` (the loss is computed once, so these are already whole).
 
     Returns:
-        ``(loss, cached)``: the 0-d loss, and per chunk ``(G_anchors, G_positives, G_negatives or None)``,
-        (b, D), (b, D) and (k, b, D).
+        ``(loss, cached, parameter_grads)``: the 0-d loss; per chunk ``(G_anchors, G_positives, G_negatives or
+        None)``, (b, D), (b, D) and (k, b, D); one gradient per loss parameter (zeros where it is unused).
     """
     dtype = _loss_dtype(embedded.anchors.dtype)
     a_leaf = embedded.anchors.detach().to(dtype).requires_grad_()
     p_leaf = embedded.positives.detach().to(dtype).requires_grad_()
+    params = list(loss_parameters)
     with torch.enable_grad():
         if embedded.negatives is None:
             loss = loss_fn(a_leaf, p_leaf)
-            grad_a, grad_p = torch.autograd.grad(loss, [a_leaf, p_leaf])  # G = ∂L/∂Z, (B, D) each
-            grad_n = None
+            leaves = [a_leaf, p_leaf]
         else:
             n_leaf = embedded.negatives.detach().to(dtype).requires_grad_()
             loss = loss_fn(a_leaf, p_leaf, negatives=n_leaf)
-            # k = 0 leaves the negatives out of the graph: their (empty) gradient is materialised as zeros.
-            grad_a, grad_p, grad_n = torch.autograd.grad(
-                loss, [a_leaf, p_leaf, n_leaf], allow_unused=True, materialize_grads=True
-            )
+            leaves = [a_leaf, p_leaf, n_leaf]
+        # G = ∂L/∂Z, (B, D) each; k = 0 leaves the negatives out of the graph: their (empty) gradient, and that of
+        # a loss parameter the batch does not reach, is materialised as zeros.
+        found = torch.autograd.grad(loss, [*leaves, *params], allow_unused=True, materialize_grads=True)
+    grad_a, grad_p = found[0], found[1]
+    grad_n = found[2] if embedded.negatives is not None else None
     sizes = embedded.sizes
     grads_n = [None] * len(sizes) if grad_n is None else list(grad_n.split(sizes, dim=1))
-    return loss, list(zip(grad_a.split(sizes), grad_p.split(sizes), grads_n, strict=True))
+    cached = list(zip(grad_a.split(sizes), grad_p.split(sizes), grads_n, strict=True))
+    return loss, cached, list(found[len(leaves) :])
 
 
 def _replay_with_cached_grads(
@@ -233,12 +237,18 @@ def _replay_with_cached_grads(
     states: Sequence[RngState],
     cached: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
     replay_context: ReplayContext | None,
+    loss_parameters: Sequence[torch.Tensor] = (),
+    parameter_grads: Sequence[torch.Tensor] = (),
 ) -> Callable[[torch.Tensor], None]:
-    """Step (3), as the loss's backward hook: re-embed each chunk with gradient from its recorded generator
-    state and back-propagate ``grad_output · ⟨f_θ(X_chunk), G_chunk⟩``."""
+    """Step (3), as the loss's backward hook: add ``grad_output · ∂L/∂φ`` to the loss parameters' ``.grad``, then
+    re-embed each chunk with gradient from its recorded generator state and back-propagate
+    ``grad_output · ⟨f_θ(X_chunk), G_chunk⟩``."""
     context = replay_context or (lambda last: nullcontext())
 
     def replay(grad_output: torch.Tensor) -> None:
+        for param, grad in zip(loss_parameters, parameter_grads, strict=True):
+            scaled = (grad_output * grad).to(param.dtype)
+            param.grad = scaled if param.grad is None else param.grad + scaled
         with torch.enable_grad():
             for i, (chunk, state, (ga, gp, gn)) in enumerate(zip(chunks, states, cached, strict=True)):
                 with context(i == len(chunks) - 1), state.replay():
@@ -259,6 +269,7 @@ def cached_contrastive_loss(
     loss_fn: LossFn,
     replay_context: ReplayContext | None = None,
     batch_norm: Sequence[nn.Module] = (),
+    loss_parameters: Sequence[torch.Tensor] = (),
 ) -> tuple[torch.Tensor, ...]:
     """The contrastive loss of a batch given as ``chunks``, with a gradient-cached backward.
 
@@ -276,6 +287,8 @@ def cached_contrastive_loss(
             but the last chunk so that gradients are all-reduced once.
         batch_norm: batch-norm layers whose running statistics step 1 must leave untouched (the replay of
             step 3 updates them).
+        loss_parameters: the loss's own trainable parameters φ (the learned link's): their gradient is taken
+            with ``G`` in step 2 and added, times ``grad_output``, to their ``.grad`` by the backward.
 
     Returns:
         ``(loss, anchors, positives)``, or ``(loss, anchors, positives, negatives)`` when ``embed`` returns
@@ -287,10 +300,12 @@ def cached_contrastive_loss(
     if not chunks:
         raise ValueError("gradient caching needs at least one chunk")
     embedded = _embed_without_grad(embed, chunks, batch_norm)  # (1) embed without gradients
-    loss, cached = _loss_and_embedding_grads(loss_fn, embedded)  # (2) loss and embedding gradients
+    loss, cached, param_grads = _loss_and_embedding_grads(loss_fn, embedded, loss_parameters)  # (2)
     out = loss.detach().requires_grad_()
     # (3) replay with the cached gradients, when the caller back-propagates through ``out``
-    out.register_hook(_replay_with_cached_grads(embed, chunks, embedded.states, cached, replay_context))
+    out.register_hook(
+        _replay_with_cached_grads(embed, chunks, embedded.states, cached, replay_context, loss_parameters, param_grads)
+    )
     a_all, p_all, n_all = embedded.anchors, embedded.positives, embedded.negatives
     if embedded.three:
         return out, a_all.detach(), p_all.detach(), None if n_all is None else n_all.detach()

@@ -235,7 +235,7 @@ class ContrastiveTrainer(Trainer):
             return stack
 
         loss, anchors, positives, negatives = cached_contrastive_loss(
-            embed, chunks, loss_fn, replay_context, norm_layers
+            embed, chunks, loss_fn, replay_context, norm_layers, self.loss_parameters()
         )
         views = {"anchors": anchors, "positives": positives}
         if negatives is not None:

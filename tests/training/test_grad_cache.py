@@ -152,3 +152,37 @@ def test_one_process_on_several_gpus_is_refused(monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(ValueError, match="needs one process per GPU, but this single process sees 2 GPUs"):
         ContrastiveTrainingArguments(output_dir=str(tmp_path), gradient_cache_chunk_size=8)
     ContrastiveTrainingArguments(output_dir=str(tmp_path), gradient_cache_chunk_size=8, use_cpu=True)  # CPU: fine
+
+
+@pytest.mark.parametrize("chunk", [1, 5])
+def test_a_loss_with_parameters_gets_its_gradient_through_the_cache(chunk: int) -> None:
+    """The learned link's (α, b): the cached backward gives them the full-graph gradient, times grad_output, and
+    leaves them alone until the backward (the loss's gradient is taken once, in step 2). Without passing them the
+    cache would drop it, and a learned link would never move under ``gradient_cache_chunk_size``."""
+    from simcse_weince.losses import LearnedLinkLoss
+
+    def link() -> LearnedLinkLoss:
+        loss = LearnedLinkLoss(0.1)
+        with torch.no_grad():
+            loss.log_a.fill_(0.2)
+            loss.b.fill_(0.3)
+        return loss
+
+    torch.manual_seed(0)
+    model, x = TwoViewMLP().train(), torch.randn(12, 8)
+    reference = link()
+    want_loss, want = reference_grads(model, x, chunk, reference, scale=0.25, seed=1)
+    model.zero_grad()
+    cached_loss = link()
+    params = [cached_loss.log_a, cached_loss.b]
+    torch.manual_seed(1)
+    loss, _, _ = cached_contrastive_loss(
+        embed_with(model), split_batch({"x": x}, chunk), cached_loss, loss_parameters=params
+    )
+    assert all(p.grad is None for p in params)
+    (0.25 * loss).backward()
+    torch.testing.assert_close(loss.detach(), want_loss)
+    assert_grads_close(grads(model), want)
+    for got, expected in zip(params, (reference.log_a, reference.b), strict=True):
+        assert expected.grad is not None and float(expected.grad) != 0.0
+        torch.testing.assert_close(got.grad, expected.grad)

@@ -127,3 +127,17 @@ def test_two_processes_fit_the_link_as_one(tmp_path: Path, name: str) -> None:
         assert two["loss_state"][key] == pytest.approx(values, rel=1e-3, abs=1e-5), key
     for key, values in one["weights"].items():
         assert two["weights"][key] == pytest.approx(values, rel=1e-3, abs=1e-5), key
+
+
+def test_the_gradient_cache_trains_the_learned_link_as_the_full_graph(tmp_path: Path) -> None:
+    """With ``gradient_cache_chunk_size`` the learned link's (α, b) get the uncached run's gradients: after 6
+    steps in chunks of 4 rows, (α, b) and the weights equal the uncached run's to float rounding."""
+    whole = trainer(tmp_path / "whole", loss="learned_link")
+    whole.train()
+    cached = trainer(tmp_path / "cached", loss="learned_link", gradient_cache_chunk_size=4)
+    cached.train()
+    assert whole.contrastive_loss.coefficients() != (2.0, 0.0)
+    for key, values in outcome(whole)["loss_state"].items():
+        assert outcome(cached)["loss_state"][key] == pytest.approx(values, rel=1e-5, abs=1e-7), key
+    for key, values in outcome(whole)["weights"].items():
+        assert outcome(cached)["weights"][key] == pytest.approx(values, rel=1e-4, abs=1e-5), key
