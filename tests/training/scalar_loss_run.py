@@ -1,11 +1,12 @@
 """A loss with one trainable scalar, and a tiny run of it under :class:`ContrastiveTrainer` (used by
 ``test_loss_parameters.py``, in this process or in each process of an ``accelerate launch``):
 
-    python -m accelerate.commands.launch --multi_gpu --num_processes 2 scalar_loss_run.py OUT_DIR [LOSS]
+    python -m accelerate.commands.launch --multi_gpu --num_processes 2 scalar_loss_run.py OUT_DIR [LOSS ...]
 
 The loss is InfoNCE with a learned scale, logits ``e^{θ}·s/τ``: θ gets a gradient on every step, so a wrong
-optimizer group, a lost checkpoint state or unreduced gradients all show in θ. ``LOSS`` names a registered loss
-instead (``learned_link``, ``profiled_link``, ...), built at τ = 0.5 with its defaults.
+optimizer group, a lost checkpoint state or unreduced gradients all show in θ. Each ``LOSS`` names a loss to run in
+turn: ``scaled_infonce`` (that loss) or a registered one (``learned_link``, ``profiled_link``, ...), built at
+τ = 0.5 with its defaults.
 """
 
 from __future__ import annotations
@@ -110,12 +111,12 @@ def outcome(t) -> dict:
 
 def main() -> None:
     out = Path(sys.argv[1])
-    name = sys.argv[2] if len(sys.argv) > 2 else ScaledInfoNCE.name
-    t = trainer(out / "run", world=int(os.environ.get("WORLD_SIZE", "1")), loss=name)
-    t.train()
-    world = t.args.world_size
-    if t.args.process_index == 0:
-        (out / f"outcome_{name}_{world}.json").write_text(json.dumps(outcome(t)), encoding="utf-8")
+    for name in sys.argv[2:] or [ScaledInfoNCE.name]:  # one launch, one run per loss in turn
+        t = trainer(out / f"run_{name}", world=int(os.environ.get("WORLD_SIZE", "1")), loss=name)
+        t.train()
+        world = t.args.world_size
+        if t.args.process_index == 0:
+            (out / f"outcome_{name}_{world}.json").write_text(json.dumps(outcome(t)), encoding="utf-8")
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

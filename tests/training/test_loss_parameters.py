@@ -62,15 +62,28 @@ def test_the_parameters_are_exported_with_the_model(tmp_path: Path) -> None:
     assert config["name"] == "scaled_infonce" and again.log_scale.item() == t.contrastive_loss.log_scale.item()
 
 
-def test_two_processes_train_it_as_one(tmp_path: Path) -> None:
+LINK_LOSSES = ("learned_link", "profiled_link")
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``accelerate launch`` of 2 processes running the scalar loss and the link losses in turn (one start-up
+    for the three), their outcomes in the returned folder."""
+    out = tmp_path_factory.mktemp("two_processes")
+    accelerate_launch(
+        2, [str(REPO / "tests" / "training" / "scalar_loss_run.py"), str(out), ScaledInfoNCE.name, *LINK_LOSSES]
+    )
+    return out
+
+
+def test_two_processes_train_it_as_one(tmp_path: Path, two_process_runs: Path) -> None:
     """The global batch is the same (16 rows: 16 in one process, 8 in each of two, candidates gathered), the
     model's gradients are DDP-averaged and θ's averaged by the trainer: θ after 6 steps agrees to float rounding.
     Without θ's averaging each process would step on its own half's gradient and the two θ would differ."""
     single = trainer(tmp_path / "one")
     single.train()
     one = outcome(single)
-    accelerate_launch(2, [str(REPO / "tests" / "training" / "scalar_loss_run.py"), str(tmp_path)])
-    two = json.loads((tmp_path / "outcome_scaled_infonce_2.json").read_text(encoding="utf-8"))
+    two = json.loads((two_process_runs / "outcome_scaled_infonce_2.json").read_text(encoding="utf-8"))
     assert one["log_scale"] != 0.0
     assert math.isclose(two["log_scale"], one["log_scale"], rel_tol=1e-5, abs_tol=1e-6)
     for name, values in one["weights"].items():
@@ -78,7 +91,6 @@ def test_two_processes_train_it_as_one(tmp_path: Path) -> None:
 
 
 # ---- the registry's link losses (issue 43) under the same runs -------------------------------------------------
-LINK_LOSSES = ("learned_link", "profiled_link")
 
 
 @pytest.mark.parametrize("name", LINK_LOSSES)
@@ -113,20 +125,20 @@ def test_a_link_loss_resumes_bitwise_and_is_exported_with_its_link(tmp_path: Pat
 
 
 @pytest.mark.parametrize("name", LINK_LOSSES)
-def test_two_processes_fit_the_link_as_one(tmp_path: Path, name: str) -> None:
+def test_two_processes_fit_the_link_as_one(tmp_path: Path, name: str, two_process_runs: Path) -> None:
     """(a, b) and the weights after 6 steps in 2 processes equal 1 process's: the learned link's gradients are
     averaged by the trainer, the profiled link's Newton step sums its NLL, gradient and Hessian over the processes
     (without that sum each process fits its own half: θ then differs from one process's by 27 %; float32 rounding of
-    the gathered scores moves it by about 1e-5, amplified by six Newton steps, hence the tolerance of 1e-3)."""
+    the gathered scores moves it by about 1e-5, amplified by six Newton steps, whose line search can halve its step
+    on one side of a rounding and not the other: hence the tolerances, 1e-3 relative and 1e-4 absolute)."""
     single = trainer(tmp_path / "one", loss=name)
     single.train()
     one = outcome(single)
-    accelerate_launch(2, [str(REPO / "tests" / "training" / "scalar_loss_run.py"), str(tmp_path), name])
-    two = json.loads((tmp_path / f"outcome_{name}_2.json").read_text(encoding="utf-8"))
+    two = json.loads((two_process_runs / f"outcome_{name}_2.json").read_text(encoding="utf-8"))
     for key, values in one["loss_state"].items():
         assert two["loss_state"][key] == pytest.approx(values, rel=1e-3, abs=1e-5), key
     for key, values in one["weights"].items():
-        assert two["weights"][key] == pytest.approx(values, rel=1e-3, abs=1e-5), key
+        assert two["weights"][key] == pytest.approx(values, rel=1e-3, abs=1e-4), key
 
 
 def test_the_gradient_cache_trains_the_learned_link_as_the_full_graph(tmp_path: Path) -> None:
