@@ -23,6 +23,7 @@ from simcse_weince.losses.link import (
     check_start,
     eps_field,
     link_logits,
+    link_run_summary,
 )
 from simcse_weince.losses.logits import shortfall
 
@@ -197,16 +198,8 @@ class LearnedLinkLoss(ContrastiveLoss):
 
     @classmethod
     def run_summary(cls, log_history: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """The (step, a, b) trajectory of the logs, the last logged (a, b), and the logged steps each bound held."""
-        logged = [e for e in log_history if "link_a" in e]
-        trajectory = [(e["step"], e["link_a"], e.get("link_b", 0.0)) for e in logged]
-        keys = [k for k in cls.diagnostic_keys if k.endswith(("_at_cap", "_at_min"))]
-        return {
-            "link_trajectory": trajectory,
-            "link_a_final": trajectory[-1][1] if trajectory else None,
-            "link_b_final": trajectory[-1][2] if trajectory else None,
-            "link_steps_at_bound": {k: sum(1 for e in logged if e.get(k, 0.0) > 0.5) for k in keys},
-        }
+        """The (step, a, b) trajectory of the logged link, its last value, and the logged steps at each bound."""
+        return link_run_summary(cls.diagnostic_keys, log_history)
 
     def get_config_dict(self) -> dict[str, Any]:
         own = {f.name: getattr(self._config, f.name) for f in dataclasses.fields(self._config)}

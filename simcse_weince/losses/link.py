@@ -18,6 +18,7 @@ diagnostics' link fit divided by the number of anchors.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import field
 from typing import Any
 
@@ -84,6 +85,20 @@ def check_start(
         )
     if b_min is not None and b_max is not None and not b_min <= 0.0 <= b_max:
         raise ValueError(f"link_b_min <= 0 <= link_b_max must hold (the start b = 0), got {(b_min, b_max)!r}")
+
+
+def link_run_summary(diagnostic_keys: Sequence[str], log_history: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What a link loss's ``results.json`` says: the (step, a, b) trajectory of the logs (b ``None`` where the loss
+    has none), the last logged (a, b), and how many logged steps each bound flag among ``diagnostic_keys`` held."""
+    logged = [e for e in log_history if "link_a" in e]
+    trajectory = [(e["step"], e["link_a"], e.get("link_b")) for e in logged]
+    flags = [k for k in diagnostic_keys if k.endswith(("_at_cap", "_at_min"))]
+    return {
+        "link_trajectory": trajectory,
+        "link_a_final": trajectory[-1][1] if trajectory else None,
+        "link_b_final": trajectory[-1][2] if trajectory else None,
+        "link_steps_at_bound": {k: sum(1 for e in logged if e.get(k, 0.0) > 0.5) for k in flags},
+    }
 
 
 def link_logits(scores: torch.Tensor, a: torch.Tensor | float, b: torch.Tensor | float, eps: float) -> torch.Tensor:
