@@ -11,12 +11,8 @@ from simcse_weince.losses.arctanh import ArctanhConfig, ArctanhLoss
 from simcse_weince.losses.base import ContrastiveLoss, WithTopMTerms
 from simcse_weince.losses.infonce import InfoNCEConfig, InfoNCELoss
 from simcse_weince.losses.layout import ScoreMatrix, score_matrix
-from simcse_weince.losses.learned_link import (
-    LearnedLinkConfig,
-    LearnedLinkLoss,
-    LearnedTemperatureConfig,
-    LearnedTemperatureLoss,
-)
+from simcse_weince.losses.learned_link import LearnedLinkConfig, LearnedLinkLoss
+from simcse_weince.losses.learned_temperature import LearnedTemperatureConfig, LearnedTemperatureLoss
 from simcse_weince.losses.profiled_link import ProfiledLinkConfig, ProfiledLinkLoss
 from simcse_weince.losses.stats import AnchorStatistics
 from simcse_weince.losses.topm import TopMConfig

@@ -1,5 +1,5 @@
 r"""The learned link: InfoNCE's likelihood with the link's two identified coefficients (a, b) trained with the
-encoder, and InfoNCE with a learned temperature (b ≡ 0), its fair baseline."""
+encoder."""
 
 from __future__ import annotations
 
@@ -24,24 +24,16 @@ from simcse_weince.losses.link import (
     eps_field,
     link_logits,
     link_run_summary,
+    temperature_field,
 )
 from simcse_weince.losses.logits import shortfall
-
-
-def _temperature_field() -> Any:
-    return field(
-        default=0.05,
-        metadata=checks.setting(
-            checks.positive_finite, "τ > 0 dividing the cosine similarities (the link's start a = 1/τ; finite)."
-        ),
-    )
 
 
 @dataclasses.dataclass(frozen=True)
 class LearnedLinkConfig:
     """The settings of the learned link: the start a = 1/τ, whether a is learned, the caps, the shortfall clamp."""
 
-    temperature: float = _temperature_field()
+    temperature: float = temperature_field()
     link_learn_a: bool = field(
         default=True,
         metadata=checks.setting(
@@ -58,18 +50,6 @@ class LearnedLinkConfig:
     def __post_init__(self) -> None:
         checks.check_fields(self)
         check_start(self.temperature, self.link_a_max, self.link_b_min, self.link_b_max)
-
-
-@dataclasses.dataclass(frozen=True)
-class LearnedTemperatureConfig:
-    """The settings of InfoNCE with a learned temperature: the start τ and the cap on its inverse."""
-
-    temperature: float = _temperature_field()
-    link_a_max: float | None = a_max_field()
-
-    def __post_init__(self) -> None:
-        checks.check_fields(self)
-        check_start(self.temperature, self.link_a_max)
 
 
 class LearnedLinkLoss(ContrastiveLoss):
@@ -204,30 +184,3 @@ class LearnedLinkLoss(ContrastiveLoss):
     def get_config_dict(self) -> dict[str, Any]:
         own = {f.name: getattr(self._config, f.name) for f in dataclasses.fields(self._config)}
         return {**super().get_config_dict(), **own}
-
-
-class LearnedTemperatureLoss(LearnedLinkLoss):
-    r"""InfoNCE with a learned temperature: the learned link with b ≡ 0, logits ``a·s_ij``, a = e^α/τ ≤ a_max.
-
-    The fair baseline of :class:`LearnedLinkLoss`: the same extra degree of freedom in a, no endpoint term. Step 0
-    is InfoNCE at τ bit for bit.
-
-    Example:
-        >>> loss = LearnedTemperatureLoss(temperature=0.05)
-        >>> value = loss(torch.randn(8, 16), torch.randn(8, 16))
-    """
-
-    name = "learned_temperature"
-    display_name = "InfoNCE, learned τ"
-    Config = LearnedTemperatureConfig
-    diagnostic_keys = ("link_a", "link_a_at_cap")
-
-    def __init__(self, temperature: float = 0.05, link_a_max: float | None = None, **common: Any) -> None:
-        super().__init__(temperature, True, link_a_max, 0.0, 0.0, 1e-6, **common)
-
-    def _make_config(self, temperature: float, learn_a: bool, a_max: float | None, *bounds: float) -> Any:
-        return LearnedTemperatureConfig(temperature, a_max)
-
-    @property
-    def learns_b(self) -> bool:
-        return False

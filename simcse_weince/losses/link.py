@@ -33,6 +33,15 @@ B_MAX = 16.0  # WEINCE's default upper clamp of β (b = λβ ≤ β at λ ≤ 1)
 _EPS_RANGE = checks.within(0.0, 0.1, open_low=True)
 
 
+def temperature_field() -> Any:
+    return field(
+        default=0.05,
+        metadata=checks.setting(
+            checks.positive_finite, "τ > 0 dividing the cosine similarities (the link's start a = 1/τ; finite)."
+        ),
+    )
+
+
 def a_max_field() -> Any:
     return field(
         default=None,

@@ -13,7 +13,6 @@ import torch
 from simcse_weince import checks
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
-from simcse_weince.losses.learned_link import _temperature_field
 from simcse_weince.losses.link import (
     a_cap,
     a_max_field,
@@ -25,6 +24,7 @@ from simcse_weince.losses.link import (
     features,
     link_logits,
     link_run_summary,
+    temperature_field,
 )
 
 
@@ -32,7 +32,7 @@ from simcse_weince.losses.link import (
 class ProfiledLinkConfig:
     """The settings of the profiled link: the start (1/τ, 0), the caps, the running average's momentum, the clamp."""
 
-    temperature: float = _temperature_field()
+    temperature: float = temperature_field()
     link_a_max: float | None = a_max_field()
     link_b_min: float = b_min_field()
     link_b_max: float = b_max_field()
