@@ -139,8 +139,9 @@ def test_statistics_read_the_config() -> None:
 def test_loss_arguments_are_derived_from_the_config() -> None:
     fields = {f.name: f for f in dataclasses.fields(LossArguments)}
     terms = [f.name for f in dataclasses.fields(TopMConfig)]
+    links = ["link_learn_a", "link_a_max", "link_b_min", "link_b_max", "link_momentum"]  # the link losses' own
     assert list(fields) == [
-        "loss", *KNOBS, *terms, "gather_across_devices", "mask_duplicates", "hard_negative_weight"
+        "loss", *KNOBS, *links, *terms, "gather_across_devices", "mask_duplicates", "hard_negative_weight"
     ]  # fmt: skip
     own_hints = get_type_hints(LossArguments)
     for config in (WeinceConfig, TopMConfig):
