@@ -31,10 +31,12 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import t as student_t
 
+from simcse_weince.diagnostics.link import coefficients
+from simcse_weince.simulation.search import mean_interval as interval
 from simcse_weince.simulation.sweep_cells import run_cell
 from simcse_weince.simulation.sweep_settings import resolve
+from simcse_weince.simulation.universe import kernel_law
 
 TAU_ARMS = ("infonce", "learned_temperature", "weince", "learned_link", "learned_link_b", "profiled_link")
 FIXED_ARMS = ("arctanh", "oracle")
@@ -96,24 +98,15 @@ def cell(kernel: str, k: int, arm: str, tau: float, seed: int, pairs: int) -> di
     return {"kernel": kernel, "k": k, "loss": arm, "tau": tau, "seed": seed, "pairs": pairs}
 
 
-def interval(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and its t interval over seeds."""
-    v = np.asarray(values, dtype=float)
-    if v.size < 2:
-        return float(v.mean()), math.nan, math.nan
-    half = float(student_t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-    return float(v.mean()), float(v.mean() - half), float(v.mean() + half)
-
-
 def fmt(values: list[float], digits: int = 3) -> str:
     m, lo, hi = interval(values)
     return f"{m:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
 def truth(settings, kernel: str) -> tuple[float, float]:
-    """The kernel's true coefficients (a*, b*): vMF (κ, 0), endpoint (0, β*), blend ((1 − λ*)κ, λ*β*)."""
-    lam = {"vmf": 0.0, "endpoint": 1.0, "blend": settings.blend_lambda}[kernel]
-    return (1 - lam) * settings.kappa, lam * settings.beta
+    """The kernel's true coefficients (a*, b*) = ((1 − λ*)/τ*, λ*β*): vMF (κ, 0), endpoint (0, β*), blend."""
+    law = kernel_law(kernel, settings.kappa, settings.beta, settings.blend_lambda)
+    return coefficients(law.lam, law.beta, law.tau)
 
 
 def main(argv: list[str] | None = None) -> int:

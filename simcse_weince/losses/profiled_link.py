@@ -153,5 +153,4 @@ class ProfiledLinkLoss(ContrastiveLoss):
         return link_run_summary(cls.diagnostic_keys, log_history)
 
     def get_config_dict(self) -> dict[str, Any]:
-        own = {f.name: getattr(self._config, f.name) for f in dataclasses.fields(self._config)}
-        return {**super().get_config_dict(), **own}
+        return {**super().get_config_dict(), **dataclasses.asdict(self._config)}
