@@ -39,6 +39,10 @@ import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+# moved to experiments.text_space (shared with experiments.text_runs --diagnose); importable from here as before
+from experiments.text_space import anisotropy as anisotropy
+from experiments.text_space import space_diagnostics
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_CORPUS = "outputs/mlm_corpus/corpus.txt"
@@ -503,64 +507,6 @@ def plot_curve(losses: list, evals: list, path: Path, title: str) -> None:
 
 
 # --- characterisation ----------------------------------------------------------------------------------------
-
-
-def anisotropy(model_dir: str, pooler: str | None, sentences: list[str], pairs: int = 2000, seed: int = 0) -> float:
-    """The mean cosine of ``pairs`` random pairs of distinct sentences (Ethayarajh, 2019; SimCSE §5) in the
-    encoder's ``pooler`` space: near 1 for an anisotropic space, near 0 for an isotropic one."""
-    import numpy as np
-
-    from simcse_weince.text.checkpoint import load_text_checkpoint
-    from simcse_weince.text.encoder import SimCSEEncoder
-
-    ckpt = load_text_checkpoint(model_dir, pooler)
-    rng = np.random.default_rng(seed)
-    i = rng.integers(0, len(sentences), pairs)
-    j = (i + rng.integers(1, len(sentences), pairs)) % len(sentences)  # j != i
-    emb = SimCSEEncoder(ckpt.model, ckpt.tokenizer).encode(sentences)
-    emb = emb / np.linalg.norm(emb, axis=1, keepdims=True).clip(min=1e-12)
-    return float(np.mean(np.sum(emb[i] * emb[j], axis=1)))
-
-
-def space_diagnostics(
-    model_dir: str,
-    out: Path,
-    pooler: str | None,
-    sentences: list[str],
-    batches: int = 8,
-    batch_size: int = 64,
-    bootstrap: int = 50,
-) -> dict:
-    """Anisotropy (:func:`anisotropy`) and ``simcse-diagnose``'s tail index ξ̂ and link (a, b) of one space of
-    the model (``pooler``; ``None``: the model's own inference pooler), the diagnosis written under ``out``."""
-    from simcse_weince.cli import diagnose
-
-    argv = [
-        "--model",
-        model_dir,
-        "--out",
-        str(out),
-        "--batch_size",
-        str(batch_size),
-        "--num_batches",
-        str(batches),
-        "--bootstrap",
-        str(bootstrap),
-    ]
-    diag = diagnose.run(argv + (["--pooler", pooler] if pooler else []))
-    pot, link = diag["pot"], diag["link"]
-    return {
-        "anisotropy": anisotropy(model_dir, pooler, sentences),
-        "xi": pot["xi"],
-        "xi_ci": pot["xi_ci"],
-        "a": link["a"],
-        "a_ci": link["a_ci"],
-        "b": link["b"],
-        "b_ci": link["b_ci"],
-        "link_identifiable": link.get("identifiable", True),
-        "positive_top1": diag["positive_rank"]["top1"],
-        "uniformity": diag["geometry"].get("uniformity"),
-    }
 
 
 def characterise(

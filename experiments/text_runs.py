@@ -10,6 +10,12 @@ Variants: ``infonce``, ``weince-unit``, ``weince-ols``, ``weince-hill``, and the
 ``learned_temperature``, ``profiled_link``, ``arctanh`` at their defaults (their learned (a, b) at the end of each run
 are tabled). Finished runs are reused, so an interrupted experiment can be resumed by running the same command
 again.
+
+Besides the scores, each run's training time (``train_minutes``, from its ``results.json``) and its validation curve
+(``dev_curve``: the STS-B dev Spearman at every evaluation, plotted into ``<out>_dev.png``) are reported.
+``--diagnose`` adds, per final model, the anisotropy (the mean cosine of random sentence pairs) and
+``simcse-diagnose``'s ξ̂ and link (a, b) (:func:`experiments.text_space.space_diagnostics`, issue 44), computed once
+and kept in the run's ``eval/diagnose.json``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from experiments.common import (
     summary_table,
     write_results,
 )
+from experiments.text_space import space_diagnostics
 
 STS_COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 
@@ -66,8 +73,78 @@ def write_geometry(model_dir: Path, cache: Path) -> None:
     cache.write_text(json.dumps({"alignment": g["alignment"], "uniformity": g["uniformity"]}))
 
 
+def diagnostics(model_dir: Path, cache: Path) -> dict:
+    """:func:`~experiments.text_space.space_diagnostics` of the exported model in its own inference pooler, with the
+    anisotropy on the STS-B dev + test sentences; kept in ``cache`` (the diagnosis itself in the folder of that name
+    without ``.json``), computed in a run process."""
+    if not cache.is_file():
+        run_function(write_diagnostics, model_dir, cache)
+    return json.loads(cache.read_text())
+
+
+def write_diagnostics(model_dir: Path, cache: Path) -> None:
+    from simcse_weince.diagnostics.text_geometry import stsb_sentences_and_pairs
+    from simcse_weince.paths import senteval_root
+
+    sentences, _ = stsb_sentences_and_pairs(senteval_root())
+    found = space_diagnostics(str(model_dir), cache.with_suffix(""), None, sentences)
+    cache.write_text(json.dumps(found))
+
+
+def curve_from_logs(histories: list[list[dict]], metric: str, before: float | None = None) -> list[list[float]]:
+    """``[step, score]`` of every evaluation of ``metric`` (the Trainer's log key ``eval_<metric>``) in the log
+    histories, in step order (a step logged in several histories counts once), with ``before`` at step 0."""
+    points = {0: float(before)} if before is not None else {}
+    for history in histories:
+        for entry in history:
+            if f"eval_{metric}" in entry and "step" in entry:
+                points[int(entry["step"])] = float(entry[f"eval_{metric}"])
+    return [[step, points[step]] for step in sorted(points)]
+
+
+def dev_curve(run: Path, results: dict) -> list[list[float]]:
+    """The run's validation curve (STS-B dev Spearman by default): the Trainer's evaluations from the
+    ``log_history`` of every checkpoint's ``trainer_state.json`` (and of ``results.json`` if it has one), and
+    ``eval_before_training``'s score (``results.json``'s ``before``) at step 0.
+
+    The newest checkpoint's history holds every evaluation up to it; a run with ``save_total_limit: 1`` keeps only
+    its best checkpoint, so its curve ends at the best step."""
+    chosen = results.get("validation") or {"setting": "stsb", "metric": "stsb_spearman"}
+    key = "stsb_dev" if chosen.get("setting", "stsb") == "stsb" else "validation"  # train_text's name for it
+    histories = [
+        json.loads(p.read_text()).get("log_history", []) for p in sorted(run.glob("checkpoint-*/trainer_state.json"))
+    ]
+    histories.append(results.get("log_history") or [])
+    return curve_from_logs(histories, chosen["metric"], (results.get("before") or {}).get(key))
+
+
 LAMBDA_STATS = ("lambda", "lambda_frac_gt_half", "delta_aic", "rho")
 LINK_STATS = ("link_a_final", "link_b_final")
+DIAG_STATS = {"diag_xi": "xi", "diag_a": "a", "diag_a_ci": "a_ci", "diag_b": "b", "diag_b_ci": "b_ci",
+              "diag_identified": "link_identifiable"}  # fmt: skip
+
+
+def run_stats(results: dict) -> dict[str, float | list | None]:
+    """A run's mean λ stats (``mean_<stat>``), its link loss's final (a, b) and its training time in minutes
+    (``train_seconds``: the session that finished the run) from its ``results.json``."""
+    stats: dict[str, float | list | None] = {k: results.get(f"mean_{k}") for k in LAMBDA_STATS}
+    stats.update({k: results.get(k) for k in LINK_STATS})
+    seconds = results.get("train_seconds")
+    stats["train_minutes"] = seconds / 60 if seconds is not None else None
+    return stats
+
+
+def score_row(report: dict, eval_mode: str, short: dict[str, str]) -> dict[str, float]:
+    """The scores of one evaluation report (``evaluate``'s json): STS Spearman ('all') under the ``short`` names,
+    transfer accuracy, retrieval nDCG@10 × 100 and the families' averages; a family it lacks adds nothing."""
+    row = {short.get(k, k): r["spearman"]["all"] for k, r in report.get("sts", {}).items()}
+    row.update({k: r["test_acc" if eval_mode != "dev" else "dev_acc"] for k, r in report.get("transfer", {}).items()})
+    # retrieval (evaluate_sts.py --tasks ...,retrieval): nDCG@10 × 100, the family's headline, per task
+    row.update({k: 100 * r["metrics"]["ndcg@10"] for k, r in report.get("retrieval", {}).items()})
+    for family, label in (("sts", "STS avg"), ("transfer", "transfer avg"), ("retrieval", "retrieval avg")):
+        if report.get(f"{family}_avg") is not None:
+            row[label] = report[f"{family}_avg"]
+    return row
 
 
 def link_table(stats: dict[str, dict[int, dict[str, float | None]]]) -> str:
@@ -96,6 +173,61 @@ def lambda_table(stats: dict[str, dict[int, dict[str, float | None]]]) -> str:
     return "\n".join(lines)
 
 
+def time_table(stats: dict[str, dict[int, dict[str, float | None]]]) -> str:
+    """Training minutes per run, mean ± std over seeds per variant, or an empty string without any."""
+    lines = ["| variant | minutes per run | runs |", "|---|---|---|"]
+    for v, runs in stats.items():
+        values = [r["train_minutes"] for r in runs.values() if r.get("train_minutes") is not None]
+        if values:
+            lines.append(f"| {v} | " + "{:.1f} ± {:.1f}".format(*mean_std(values)) + f" | {len(values)} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def _interval(ci: list[float] | None) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "–"
+
+
+def diagnose_table(per_run: dict[str, dict[int, dict[str, float]]], stats: dict[str, dict[int, dict]]) -> str:
+    """Anisotropy and ``simcse-diagnose``'s ξ̂ and (a, b) with their 95 % intervals per variant and seed (runs
+    diagnosed with ``--diagnose``), and whether the diagnosis identified (a, b) (not when the positive ranks first
+    for nearly every anchor), or an empty string without any."""
+    rows = [
+        f"| {v} | {seed} | {per_run[v][seed]['anisotropy']:.3f} | {r['diag_xi']:.3f} | {r['diag_a']:.2f} "
+        f"{_interval(r.get('diag_a_ci'))} | {r['diag_b']:.3f} {_interval(r.get('diag_b_ci'))} | "
+        + ("no" if r.get("diag_identified") is False else "yes")
+        + " |"
+        for v, runs in stats.items()
+        for seed, r in runs.items()
+        if r.get("diag_a") is not None
+    ]
+    head = [
+        "| variant | seed | anisotropy | ξ̂ | a [95 % interval] | b [95 % interval] | (a, b) identified |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    return "\n".join([*head, *rows]) if rows else ""
+
+
+def plot_dev_curves(curves: dict[str, dict[int, list]], path: Path, title: str) -> None:
+    """One line per run (step, dev score), one colour per variant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, (v, runs) in enumerate(curves.items()):
+        for k, pts in enumerate(runs.values()):
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=f"C{i}", alpha=0.7, marker=".",
+                    label=v if k == 0 else None)  # fmt: skip
+    ax.set_xlabel("step")
+    ax.set_ylabel("dev Spearman × 100")
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True)
@@ -105,6 +237,11 @@ def main() -> None:
     ap.add_argument("--eval_mode", default="test")
     ap.add_argument("--runs_dir", default=None, help="default: outputs/experiments/<out name>")
     ap.add_argument("--out", default=str(REPO / "experiments/results/text"))
+    ap.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="also the anisotropy and simcse-diagnose's xi and (a, b) of each final model (cached in its eval folder)",
+    )
     ap.add_argument(
         "--extra", nargs=argparse.REMAINDER, default=[], help="overrides passed to every training run (must come last)"
     )
@@ -117,6 +254,7 @@ def main() -> None:
     per_run: dict[str, dict[int, dict[str, float]]] = {v: {} for v in variants}
     curves: dict[str, list] = {}
     lam_stats: dict[str, dict[int, dict[str, float | None]]] = {v: {} for v in variants}
+    dev: dict[str, dict[int, list]] = {v: {} for v in variants}
     for seed in args.seeds:
         for v, vargs in variants.items():
             out = runs_dir / f"{v}-seed{seed}"
@@ -148,20 +286,17 @@ def main() -> None:
                 ]
                 run_module("simcse_weince.cli.evaluate", eval_args, out.with_suffix(".eval.log"))
             report = json.loads((ev / f"eval_{args.eval_mode}.json").read_text())
-            row = {STS_SHORT.get(k, k): r["spearman"]["all"] for k, r in report["sts"].items()}
-            row.update(
-                {k: r["test_acc" if args.eval_mode != "dev" else "dev_acc"] for k, r in report["transfer"].items()}
-            )
-            # retrieval (evaluate_sts.py --tasks ...,retrieval): nDCG@10 × 100, the family's headline, per task
-            row.update({k: 100 * r["metrics"]["ndcg@10"] for k, r in report.get("retrieval", {}).items()})
-            for family, label in (("sts", "STS avg"), ("transfer", "transfer avg"), ("retrieval", "retrieval avg")):
-                if report.get(f"{family}_avg") is not None:
-                    row[label] = report[f"{family}_avg"]
+            row = score_row(report, args.eval_mode, STS_SHORT)
             row.update(geometry(out / "model", ev / "geometry.json"))
-            per_run[v][seed] = row
             hist = json.loads((out / "results.json").read_text())
-            lam_stats[v][seed] = {k: hist.get(f"mean_{k}") for k in LAMBDA_STATS}
-            lam_stats[v][seed].update({k: hist.get(k) for k in LINK_STATS})
+            lam_stats[v][seed] = run_stats(hist)
+            if args.diagnose:
+                diag = diagnostics(out / "model", ev / "diagnose.json")
+                row["anisotropy"] = diag["anisotropy"]
+                lam_stats[v][seed].update({k: diag.get(key) for k, key in DIAG_STATS.items()})
+            per_run[v][seed] = row
+            if curve := dev_curve(out, hist):
+                dev[v][seed] = curve
             lam = hist.get("lambda_curve")  # (step, mean λ) at every logging step; none for InfoNCE
             if lam:
                 curves[f"{v} seed {seed}"] = lam
@@ -176,11 +311,18 @@ def main() -> None:
     )
     summary["per_run"] = {v: {str(s): r for s, r in runs.items()} for v, runs in per_run.items()}
     summary["lambda"] = {v: {str(s): r for s, r in runs.items()} for v, runs in lam_stats.items()}
+    summary["dev_curve"] = {v: {str(s): c for s, c in runs.items()} for v, runs in dev.items()}
     table += "\n\n" + lambda_table(lam_stats)
     if links := link_table(lam_stats):
         table += "\n\nThe link losses' (a, b) at the end of each run:\n\n" + links
+    if diagnosed := diagnose_table(per_run, lam_stats):
+        table += "\n\nThe anisotropy and simcse-diagnose (a, b) of each final model:\n\n" + diagnosed
+    if times := time_table(lam_stats):
+        table += "\n\nTime per run, minutes, mean ± std per variant (the session that finished each run):\n\n" + times
     prefix = Path(args.out)
     write_results(prefix, table, summary, header)
+    if any(dev.values()):
+        plot_dev_curves(dev, prefix.with_name(prefix.name + "_dev.png"), "validation curve per run: " + header[:100])
     plot_metrics(
         per_run,
         [m for m in metrics if m in ("STS avg", "STS-B", "alignment", "uniformity")],
