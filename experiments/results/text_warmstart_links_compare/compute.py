@@ -11,7 +11,7 @@ Reads, without re-running anything:
   runs are checked against the new ones (re-trained: STS-B equal to the last digit, every task within 0.01), which
   is what makes WEINCE's stored runs comparable with the new learned-link runs; each arm is paired with the InfoNCE
   runs of its own file;
-* ``../text_warmstart_arctanh_seed0.json`` if present: the temperature-free loss, seed 0 only;
+* ``../text_warmstart_arctanh.json`` if present: the temperature-free loss, seeds 0–2 (paired with the new InfoNCE runs);
 * ``../text_warmstart_links_diagnose/<variant>-seed<s>/report.json``: ``simcse-diagnose``'s (a, b) of each final
   model, if present.
 
@@ -52,9 +52,9 @@ for s in seeds:
     assert new["infonce"][s]["STS-B"] == old["infonce"][s]["STS-B"], s
     assert all(abs(new["infonce"][s][m] - old["infonce"][s][m]) < 0.01 for m in METRICS), s
 arms = {"learned_link": (new["learned_link"], new["infonce"]), "weince-ols": (old["weince-ols"], old["infonce"])}
-arctanh_file = RESULTS / "text_warmstart_arctanh_seed0.json"
+arctanh_file = RESULTS / "text_warmstart_arctanh.json"
 if arctanh_file.is_file():
-    arms["arctanh (seed 0 only)"] = (json.loads(arctanh_file.read_text())["per_run"]["arctanh"], new["infonce"])
+    arms["arctanh"] = (json.loads(arctanh_file.read_text())["per_run"]["arctanh"], new["infonce"])
 rows = {}
 for arm, (runs, base) in arms.items():
     common = [s for s in seeds if s in runs]
