@@ -11,7 +11,8 @@ Reads, without re-running anything:
   runs are checked against the new ones (re-trained: STS-B equal to the last digit, every task within 0.01), which
   is what makes WEINCE's stored runs comparable with the new learned-link runs; each arm is paired with the InfoNCE
   runs of its own file;
-* ``../text_warmstart_arctanh.json`` if present: the temperature-free loss, seeds 0–2 (paired with the new InfoNCE runs);
+* ``../text_warmstart_arctanh.json`` if present: the temperature-free loss, seeds 0–2 (paired with the new
+  InfoNCE runs);
 * ``../text_warmstart_links_diagnose/<variant>-seed<s>/report.json``: ``simcse-diagnose``'s (a, b) of each final
   model, if present.
 
