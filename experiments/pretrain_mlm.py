@@ -3,7 +3,7 @@
 
     .venv/bin/python -m experiments.mlm_corpus --out outputs/mlm_corpus
     .venv/bin/python -m experiments.pretrain_mlm --corpus outputs/mlm_corpus/corpus.txt --out outputs/mlm_mini \\
-        --max_steps 5000 --max_minutes 90 --characterise
+        --max_steps 4000 --max_minutes 90 --learning_rate 1e-3 --characterise
     .venv/bin/python -m experiments.pretrain_mlm --quick --out /tmp/mlm_quick     # tiny config, seconds
 
 * Model: ``BertForMaskedLM`` from ``BertConfig`` (default 4 layers, hidden 256, 4 heads, intermediate 1024, 128
