@@ -25,8 +25,7 @@ each arm is paired with. Writes ``output.json`` and ``output.md`` beside this fi
 import json
 from pathlib import Path
 
-import numpy as np
-from scipy import stats
+from simcse_weince.simulation.search import mean_interval
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent
@@ -36,9 +35,7 @@ VISION_METRICS = ("linear_probe", "knn50", "R@1")
 
 
 def interval(values: list[float]) -> list[float]:
-    v = np.asarray(values, dtype=float)
-    half = stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size)
-    return [float(v.mean()), float(v.mean() - half), float(v.mean() + half)]
+    return list(mean_interval(values))
 
 
 def fmt(iv: list[float]) -> str:
