@@ -207,6 +207,25 @@ def diagnose_table(per_run: dict[str, dict[int, dict[str, float]]], stats: dict[
     return "\n".join([*head, *rows]) if rows else ""
 
 
+def interval_table(summary: dict, metrics: list[str]) -> str:
+    """Every variant's paired difference from the base (``summary_table``'s per-seed differences): mean and 95 %
+    Student-t interval over the seeds, per metric; each interval also stored in ``summary`` (``interval95``). An
+    empty string with one variant or fewer than two seeds (an interval needs two)."""
+    from simcse_weince.simulation.search import mean_interval  # imported at the end: the driver runs without torch
+
+    if not summary["difference"] or len(summary["seeds"]) < 2:
+        return ""
+    lines = ["| paired difference | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+    for other, by_metric in summary["difference"].items():
+        cells = []
+        for m in metrics:
+            mean, low, high = mean_interval(by_metric[m]["per_seed"])
+            by_metric[m]["interval95"] = [low, high]
+            cells.append(f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]")
+        lines.append(f"| {other} − {summary['base']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def plot_dev_curves(curves: dict[str, dict[int, list]], path: Path, title: str) -> None:
     """One line per run (step, dev score), one colour per variant."""
     import matplotlib
@@ -312,6 +331,8 @@ def main() -> None:
     summary["per_run"] = {v: {str(s): r for s, r in runs.items()} for v, runs in per_run.items()}
     summary["lambda"] = {v: {str(s): r for s, r in runs.items()} for v, runs in lam_stats.items()}
     summary["dev_curve"] = {v: {str(s): c for s, c in runs.items()} for v, runs in dev.items()}
+    if intervals := interval_table(summary, metrics):
+        table += f"\n\nPaired by seed ({len(summary['seeds'])} seeds): mean [95 % t interval]\n\n" + intervals
     table += "\n\n" + lambda_table(lam_stats)
     if links := link_table(lam_stats):
         table += "\n\nThe link losses' (a, b) at the end of each run:\n\n" + links

@@ -19,6 +19,7 @@ from experiments.text_runs import (
     dev_curve,
     diagnose_table,
     diagnostics,
+    interval_table,
     lambda_table,
     run_stats,
     score_row,
@@ -91,6 +92,22 @@ def test_time_table() -> None:
         "| weince-ols | 5.0 ± 0.0 | 1 |",
     ]
     assert time_table({"infonce": {0: {"train_minutes": None}}}) == ""
+
+
+def test_interval_table_is_the_student_t_interval_of_the_paired_differences() -> None:
+    from experiments.common import summary_table
+
+    per_run = {"infonce": {0: {"STS-B": 70.0}, 1: {"STS-B": 72.0}, 2: {"STS-B": 71.0}},
+               "weince-ols": {0: {"STS-B": 71.0}, 1: {"STS-B": 72.0}, 2: {"STS-B": 73.0}}}  # fmt: skip
+    _, summary = summary_table(per_run, ["STS-B"], "infonce")
+    lines = interval_table(summary, ["STS-B"]).splitlines()
+    # differences 1, 0, 2: mean 1, sd 1, half-width t(0.975, 2) / sqrt(3) = 4.302653 / 1.732051 = 2.484138
+    assert lines[-1] == "| weince-ols − infonce | +1.00 [-1.48, +3.48] |"
+    low, high = summary["difference"]["weince-ols"]["STS-B"]["interval95"]
+    assert math.isclose(high - 1.0, 4.302652729749464 / math.sqrt(3), rel_tol=1e-9)
+    assert math.isclose(1.0 - low, high - 1.0, rel_tol=1e-12)
+    one_seed = summary_table({k: {0: v[0]} for k, v in per_run.items()}, ["STS-B"], "infonce")[1]
+    assert interval_table(one_seed, ["STS-B"]) == ""  # no interval from one seed
 
 
 def test_diagnose_table_lists_the_diagnosed_runs_only() -> None:
