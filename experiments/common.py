@@ -92,6 +92,24 @@ def run_module(module: str, args: Sequence[str], log: Path) -> None:
         raise SystemExit(f"{module} {' '.join(args)} failed (exit code {proc.exitcode}); see {log}")
 
 
+def continue_argv(folder: Path) -> tuple[list[str], str]:
+    """How to train into ``folder`` a run that has not finished (no ``results.json``), and what that is.
+
+    * ``trained``: no folder, or an empty one: no extra argument;
+    * ``resumed``: a run killed after a complete checkpoint: ``--resume_from_checkpoint last`` (the newest
+      complete one; the run's own settings check refuses a resume under other settings);
+    * ``restarted``: a run killed before its first complete checkpoint: ``--overwrite_output_dir true``
+      (nothing in it can be resumed).
+    """
+    from simcse_weince.training.run_folder import latest_complete_checkpoint
+
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return [], "trained"
+    if latest_complete_checkpoint(folder, clean=False) is not None:
+        return ["--resume_from_checkpoint", "last"], "resumed"
+    return ["--overwrite_output_dir", "true"], "restarted"
+
+
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     v = np.asarray(values, dtype=np.float64)
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0

@@ -60,7 +60,7 @@ from typing import Any
 
 import yaml
 
-from experiments.common import REPO, mean_std, run_module, write_results
+from experiments.common import REPO, continue_argv, mean_std, run_module, write_results
 
 PAPER_CONFIG, QUICK_CONFIG = "cifar100_resnet18_authors.yaml", "cpu_proxy_cifar10.yaml"
 RESULTS = "experiments/results/paper_protocol"
@@ -359,21 +359,11 @@ def check_same_settings(folder: Path, groups: dict[str, Any]) -> None:
 def train_if_needed(folder: Path, argv: list[str], groups: dict[str, Any]) -> str:
     """Train the run of ``argv`` (parsed: ``groups``) into ``folder`` unless it finished; a killed run resumes from
     its last complete checkpoint; a folder of other settings is refused."""
-    from simcse_weince.training.run_folder import latest_complete_checkpoint
-
     check_same_settings(folder, groups)
     if (folder / "results.json").is_file():
         return "trained before"
-    argv = list(argv)
-    if folder.is_dir() and latest_complete_checkpoint(folder, clean=False) is not None:
-        argv += ["--resume_from_checkpoint", "last"]
-        status = "resumed"
-    elif folder.is_dir() and any(folder.iterdir()):
-        argv += ["--overwrite_output_dir", "true"]  # killed before its first checkpoint: nothing to keep
-        status = "restarted"
-    else:
-        status = "trained"
-    run_module("simcse_weince.cli.train_vision", argv, folder.with_suffix(".log"))
+    more, status = continue_argv(folder)
+    run_module("simcse_weince.cli.train_vision", [*argv, *more], folder.with_suffix(".log"))
     return status
 
 

@@ -8,8 +8,8 @@
 
 Variants: ``infonce``, ``weince-unit``, ``weince-ols``, ``weince-hill``, and the link losses ``learned_link``,
 ``learned_temperature``, ``profiled_link``, ``arctanh`` at their defaults (their learned (a, b) at the end of each run
-are tabled). Finished runs are reused, so an interrupted experiment can be resumed by running the same command
-again.
+are tabled). Finished runs are reused and a killed one resumes from its last complete checkpoint (one killed before
+its first is started again), so an interrupted experiment is resumed by running the same command again.
 
 Besides the scores, each run's training time (``train_minutes``, from its ``results.json``) and its validation curve
 (``dev_curve``: the STS-B dev Spearman at every evaluation, plotted into ``<out>_dev.png``) are reported.
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from experiments.common import (
     REPO,
+    continue_argv,
     mean_std,
     plot_metrics,
     run_function,
@@ -288,6 +289,7 @@ def main() -> None:
                     "--disable_tqdm",
                     "true",
                     *args.extra,
+                    *continue_argv(out)[0],  # a killed run resumes from its last complete checkpoint
                 ]
                 run_module("simcse_weince.cli.train_text", train_args, out.with_suffix(".train.log"))
             ev = out / "eval"

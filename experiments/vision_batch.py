@@ -7,7 +7,8 @@ The CPU proxy recipe, ``cpu_proxy_cifar10.yaml`` (slim ResNet-18, 5,000-image CI
 128 images in both arms, so the arms differ in the number of negatives each anchor is scored against (254 vs
 1,022) — and in the number of optimizer steps (4× fewer at 512 for the same epochs). Reports, per loss and batch,
 the probe metrics and WEINCE's statistics over training (mean λ, ΔAIC, ρ), mean ± std over seeds, and the paired
-difference 512 − 128. Finished runs are reused. Writes ``experiments/results/vision_batch.{md,json}``.
+difference 512 − 128. Finished runs are reused and a killed one resumes from its last complete checkpoint. Writes
+``experiments/results/vision_batch.{md,json}``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
-from experiments.common import REPO, mean_std, run_module, write_results
+from experiments.common import REPO, continue_argv, mean_std, run_module, write_results
 
 METRICS = ("linear_probe", "knn200", "R@1")
 DIAGNOSTICS = ("lambda", "delta_aic", "rho")
@@ -38,10 +39,11 @@ def main() -> None:
         for batch, extra in ARMS.items():
             for loss in args.losses:
                 out = Path(args.runs_dir) / f"vision_batch_b{batch}" / f"{loss}-seed{seed}"
-                if not (out / "results.json").is_file():  # finished runs are reused
+                if not (out / "results.json").is_file():  # finished runs are reused, a killed one resumed
                     train = [args.config, "--loss", loss, "--seed", str(seed), "--output_dir", str(out), *COMMON]
                     train += ["--num_train_epochs", str(args.epochs), "--per_device_train_batch_size", str(batch)]
-                    run_module("simcse_weince.cli.train_vision", train + extra, out.with_suffix(".log"))
+                    train += [*extra, *continue_argv(out)[0]]
+                    run_module("simcse_weince.cli.train_vision", train, out.with_suffix(".log"))
                 res = json.loads((out / "results.json").read_text())
                 row = {m: res["after"][m] for m in METRICS} | {"steps": res["steps"]}
                 row |= {d: res.get(f"mean_{d}") for d in DIAGNOSTICS}

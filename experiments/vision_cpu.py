@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from experiments.common import REPO, mean_std, plot_metrics, run_module, summary_table, write_results
+from experiments.common import REPO, continue_argv, mean_std, plot_metrics, run_module, summary_table, write_results
 
 METRICS = ("linear_probe", "knn200", "knn20", "R@1", "R@8")
 DIAGNOSTICS = ("lambda", "delta_aic", "rho")
@@ -41,7 +41,7 @@ def main() -> None:
     for seed in args.seeds:
         for loss in args.losses:
             out = Path(args.runs_dir) / f"{loss}-seed{seed}"
-            if not (out / "results.json").is_file():  # finished runs are reused: the script can be resumed
+            if not (out / "results.json").is_file():  # finished runs are reused, a killed one resumed
                 run_module(
                     "simcse_weince.cli.train_vision",
                     [
@@ -57,6 +57,7 @@ def main() -> None:
                         "--disable_tqdm",
                         "true",
                         *args.extra,
+                        *continue_argv(out)[0],
                     ],
                     out.with_suffix(".log"),
                 )

@@ -210,3 +210,43 @@ def test_main_reports_time_dev_curve_and_diagnosis_of_finished_runs(tmp_path: Pa
     else:  # the report of before: no anisotropy, no diagnosis
         assert "anisotropy" not in summary["losses"]["infonce"] and "anisotropy" not in md
         assert "diag_a" not in summary["lambda"]["infonce"]["0"]
+
+
+def test_main_resumes_a_killed_run_and_restarts_one_killed_before_its_first_checkpoint(
+    tmp_path: Path, monkeypatch
+) -> None:
+    runs = tmp_path / "runs"
+    fabricate_run(runs / "infonce-seed0", 0, 70.0, diagnosed=False)  # finished: reused, not trained
+    killed, early = runs / "weince-ols-seed0", runs / "infonce-seed1"
+    (killed / "checkpoint-20").mkdir(parents=True)
+    (killed / "checkpoint-20" / "trainer_state.json").write_text("{}")  # complete (an earlier version's save)
+    early.mkdir(parents=True)
+    (early / "run_config.yaml").write_text("training: {}\n")  # killed before its first checkpoint
+    trained: dict[str, list[str]] = {}
+
+    def train(module: str, argv: list[str], log: Path) -> None:  # records the command, then leaves a finished run
+        assert module == "simcse_weince.cli.train_text"
+        folder = Path(argv[argv.index("--output_dir") + 1])
+        trained[folder.name] = list(argv)
+        seed = int(argv[argv.index("--seed") + 1])
+        for child in ("eval", "checkpoint-40"):
+            if (folder / child).exists():
+                (folder / child).rename(folder / f"{child}-old")
+        fabricate_run(folder, seed, 71.0 + seed, diagnosed=False)
+
+    monkeypatch.setattr(text_runs, "start_runs", lambda: None)
+    monkeypatch.setattr(text_runs, "run_module", train)
+    monkeypatch.setattr(text_runs, "plot_metrics", lambda *a, **k: None)
+    sts = types.ModuleType("simcse_weince.evaluation.families.sts")
+    sts.STS_SHORT = SHORT
+    monkeypatch.setitem(sys.modules, "simcse_weince.evaluation.families.sts", sts)
+    argv = ["text_runs", "--config", "x.yaml", "--variants", "infonce", "weince-ols", "--seeds", "0", "1",
+            "--runs_dir", str(runs), "--out", str(tmp_path / "ab"), "--extra", "--max_steps", "40"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    text_runs.main()
+    assert sorted(trained) == ["infonce-seed1", "weince-ols-seed0", "weince-ols-seed1"]
+    assert trained["weince-ols-seed0"][-4:] == ["--max_steps", "40", "--resume_from_checkpoint", "last"]
+    assert trained["infonce-seed1"][-4:] == ["--max_steps", "40", "--overwrite_output_dir", "true"]
+    fresh = trained["weince-ols-seed1"]
+    assert fresh[-2:] == ["--max_steps", "40"] and "--resume_from_checkpoint" not in fresh
+    assert "--overwrite_output_dir" not in fresh
