@@ -58,12 +58,13 @@ def run_function(target: Callable[..., None], *args: Any) -> None:
 
 
 def _main_of(module: str, args: list[str], log: str, env: dict[str, str]) -> None:
-    """A run's process: the environment of :func:`child_env`, stdout and stderr into ``log`` (at the file
-    descriptors, so that native output goes there too), then the command's ``main(args)``; its return value is
-    the process's exit code."""
+    """A run's process: the environment of :func:`child_env`, stdout and stderr appended to ``log`` after a line
+    naming the command (at the file descriptors, so that native output goes there too; a resumed run's log keeps
+    the killed run's), then the command's ``main(args)``; its return value is the process's exit code."""
     os.environ.clear()
     os.environ.update(env)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(fd, f"$ python -m {module} {' '.join(args)}\n".encode())
     for stream in (1, 2):
         os.dup2(fd, stream)
     os.close(fd)

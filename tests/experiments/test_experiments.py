@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.common import summary_table
+from experiments.common import _main_of, summary_table
 from tests.helpers import argv, write_cifar10_zips
 
 pytestmark = pytest.mark.slow  # subprocesses and end-to-end runs
@@ -76,3 +77,17 @@ def test_vision_experiment_with_tiny_data(tmp_path: Path) -> None:
     summary = json.loads(out.with_suffix(".json").read_text())
     assert set(summary["losses"]) == {"infonce", "weince"} and summary["seeds"] == [0, 1]
     assert len(summary["difference"]["weince"]["linear_probe"]["per_seed"]) == 2
+
+
+def test_a_run_log_is_appended_after_a_line_naming_the_command(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "tiny_cmd.py").write_text("def main(args):\n    print('ran', *args)\n    return len(args) - 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    log = tmp_path / "run.log"
+    codes = []
+    for args in (["a"], ["b", "c"]):  # a killed run, then its resume: the first output is kept
+        proc = multiprocessing.get_context("fork").Process(target=_main_of, args=("tiny_cmd", args, str(log), {}))
+        proc.start()
+        proc.join()
+        codes.append(proc.exitcode)
+    assert codes == [0, 1]
+    assert log.read_text().splitlines() == ["$ python -m tiny_cmd a", "ran a", "$ python -m tiny_cmd b c", "ran b c"]
