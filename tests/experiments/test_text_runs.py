@@ -175,19 +175,24 @@ def fabricate_run(folder: Path, seed: int, sts_b: float, diagnosed: bool) -> Non
         (folder / "eval" / "diagnose.json").write_text(json.dumps(diag))
 
 
+def stub_the_driver(monkeypatch) -> None:
+    """text_runs.main without its run server, plots or the real STS names (that module imports torch: seconds)."""
+    monkeypatch.setattr(text_runs, "start_runs", lambda: None)
+    monkeypatch.setattr(text_runs, "plot_metrics", lambda *a, **k: None)
+    sts = types.ModuleType("simcse_weince.evaluation.families.sts")
+    sts.STS_SHORT = SHORT
+    monkeypatch.setitem(sys.modules, "simcse_weince.evaluation.families.sts", sts)
+
+
 @pytest.mark.parametrize("diagnose", [False, True])
 def test_main_reports_time_dev_curve_and_diagnosis_of_finished_runs(tmp_path: Path, monkeypatch, diagnose) -> None:
     runs = tmp_path / "runs"
     for v, base in (("infonce", 70.0), ("weince-ols", 71.0)):
         for seed in (0, 1):
             fabricate_run(runs / f"{v}-seed{seed}", seed, base + seed, diagnosed=True)  # cached: never computed
-    monkeypatch.setattr(text_runs, "start_runs", lambda: None)
+    stub_the_driver(monkeypatch)
     monkeypatch.setattr(text_runs, "run_function", lambda *a: pytest.fail(f"computed {a}"))
     monkeypatch.setattr(text_runs, "run_module", lambda *a: pytest.fail(f"ran {a}"))
-    monkeypatch.setattr(text_runs, "plot_metrics", lambda *a, **k: None)
-    sts = types.ModuleType("simcse_weince.evaluation.families.sts")  # not the real one: it imports torch (seconds)
-    sts.STS_SHORT = SHORT
-    monkeypatch.setitem(sys.modules, "simcse_weince.evaluation.families.sts", sts)
     out = tmp_path / "ab"
     argv = ["text_runs", "--config", "x.yaml", "--variants", "infonce", "weince-ols", "--seeds", "0", "1",
             "--runs_dir", str(runs), "--out", str(out), *(["--diagnose"] if diagnose else [])]  # fmt: skip
@@ -228,18 +233,10 @@ def test_main_resumes_a_killed_run_and_restarts_one_killed_before_its_first_chec
         assert module == "simcse_weince.cli.train_text"
         folder = Path(argv[argv.index("--output_dir") + 1])
         trained[folder.name] = list(argv)
-        seed = int(argv[argv.index("--seed") + 1])
-        for child in ("eval", "checkpoint-40"):
-            if (folder / child).exists():
-                (folder / child).rename(folder / f"{child}-old")
-        fabricate_run(folder, seed, 71.0 + seed, diagnosed=False)
+        fabricate_run(folder, int(argv[argv.index("--seed") + 1]), 71.0, diagnosed=False)
 
-    monkeypatch.setattr(text_runs, "start_runs", lambda: None)
+    stub_the_driver(monkeypatch)
     monkeypatch.setattr(text_runs, "run_module", train)
-    monkeypatch.setattr(text_runs, "plot_metrics", lambda *a, **k: None)
-    sts = types.ModuleType("simcse_weince.evaluation.families.sts")
-    sts.STS_SHORT = SHORT
-    monkeypatch.setitem(sys.modules, "simcse_weince.evaluation.families.sts", sts)
     argv = ["text_runs", "--config", "x.yaml", "--variants", "infonce", "weince-ols", "--seeds", "0", "1",
             "--runs_dir", str(runs), "--out", str(tmp_path / "ab"), "--extra", "--max_steps", "40"]  # fmt: skip
     monkeypatch.setattr(sys, "argv", argv)
