@@ -39,3 +39,17 @@ def bert_config(layers: int, hidden: int, length: int = 512) -> BertConfig:
         intermediate_size=4 * hidden,
         max_position_embeddings=max(512, length),
     )
+
+
+def write_bert(folder: Path, layers: int, hidden: int) -> Path:
+    """A BERT of ``layers`` × ``hidden`` with seeded random weights and all-MiniLM-L6-v2's (bert-base-uncased's)
+    tokenizer, saved to ``folder``: a model both this project and sentence-transformers load, nothing downloaded."""
+    import torch
+    from transformers import AutoTokenizer, BertModel
+
+    from simcse_weince.model_sources import OFFLINE_MINILM, resolve_model_path
+
+    torch.manual_seed(0)
+    BertModel(bert_config(layers, hidden)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(resolve_model_path(OFFLINE_MINILM)).save_pretrained(folder)
+    return folder

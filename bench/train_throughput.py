@@ -33,20 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from common import bert_config, child_env, wiki_sample
+from common import child_env, wiki_sample, write_bert
 
 VARIANTS = ("ours-infonce", "ours-weince", "st-mnrl")
-
-
-def make_model(folder: Path, layers: int, hidden: int) -> None:
-    from transformers import AutoTokenizer, BertModel
-
-    from simcse_weince.model_sources import OFFLINE_MINILM, resolve_model_path
-
-    torch.manual_seed(0)
-    cfg = bert_config(layers, hidden)
-    BertModel(cfg).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(resolve_model_path(OFFLINE_MINILM)).save_pretrained(folder)
 
 
 def peak_memory_mb() -> float:
@@ -270,7 +259,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "bert"
-        make_model(model_dir, args.layers, args.hidden)
+        write_bert(model_dir, args.layers, args.hidden)
         results: dict[str, list[dict]] = {v: [] for v in variants}
         if args.profile:
             if args.steps < PROFILE_WARMUP + args.profile:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -101,3 +102,27 @@ def test_bf16_linear_bench_prints_both_times_and_their_ratio() -> None:
     assert res["fp32_ms"] > 0 and res["bf16_ms"] > 0
     assert res["ratio"] == pytest.approx(res["bf16_ms"] / res["fp32_ms"], rel=1e-12)
     assert res["native"] == float(cpu_has_native_bf16())
+
+
+@pytest.mark.timeout(600)
+def test_st_side_by_side_runs_every_recipe_on_both_sides_in_alternating_pairs(tmp_path: Path) -> None:
+    """``bench/st_side_by_side.py --toy``: each recipe's figures for this project and sentence-transformers, and
+    each ratio is sentence-transformers' figure over ours, pair by pair."""
+    out = tmp_path / "side_by_side.json"
+    cmd = [sys.executable, "bench/st_side_by_side.py", "--toy", "--json", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(out.read_text(encoding="utf-8"))
+    assert list(summary) == ["unsup", "sup", "encode"]
+    for recipe, row in summary.items():
+        runs = row["runs"]
+        assert [len(runs[s]) for s in ("ours", "st")] == [1, 1]
+        for key in ("step_s", "step_cpu_s", "process_s"):
+            fig = row[key]
+            assert fig["ours"] > 0 and fig["st"] > 0
+            assert fig["pair_ratios"] == [pytest.approx(runs["st"][0][key] / runs["ours"][0][key])]
+        if recipe != "encode":  # 4 steps each; ours evaluates and saves after its last step, ST's recipe does not
+            assert runs["ours"][0]["steps"] == runs["st"][0]["steps"] == 4
+            assert row["after_last_step_s"]["ours"] > row["after_last_step_s"]["st"]
+        assert f"{recipe:<8}" in proc.stdout

@@ -15,6 +15,9 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from simcse_weince.cli.train_text import run
+from simcse_weince.evaluation.sts import evaluate_sts
+from simcse_weince.evaluation.sts_data import load_sts_task
+from simcse_weince.paths import senteval_root
 from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
 from tests.helpers import Interrupt, StopAt, accelerate_runs, argv
@@ -87,6 +90,11 @@ def test_end_to_end_run(tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path) 
     enc = load_hf_encoder(str(model_dir))
     ours = SimCSEEncoder(SimCSEModel(enc, "cls_before_pooler"), tok).encode(lines[:8])
     np.testing.assert_allclose(SentenceTransformerEncoder(st).encode(lines[:8]), ours, rtol=1e-5, atol=1e-5)
+    # "after" is the training's own evaluation of the best checkpoint (not scored again): the exported model,
+    # scored afresh on the same 60 dev pairs, gives the same number.
+    dev = load_sts_task("STSBenchmark", senteval_root(), "dev").first_pairs(60)
+    afresh = evaluate_sts(SentenceTransformerEncoder(st), dev).main
+    assert results["after"]["stsb_dev"] == pytest.approx(afresh, abs=1e-4)
     # The exported weights are the best checkpoint's encoder weights.
     best_ckpt = load_file(Path(results["best_checkpoint"]) / "model.safetensors")
     exported = load_file(model_dir / "model.safetensors")
