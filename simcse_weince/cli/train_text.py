@@ -125,7 +125,8 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
     results: dict = {"before": scores() if data_args.eval_before_training else {}}
     results |= train_and_record(trainer, args)  # the model now holds the best checkpoint's weights
     results |= {
-        "after": scores(trainer.metrics_of_final_weights()), "text": stats.to_dict(), "loss": loss.get_config_dict() | {"name": loss.name},
+        "after": scores(trainer.metrics_of_final_weights()), "text": stats.to_dict(),
+        "loss": loss.get_config_dict() | {"name": loss.name},
         "model": model_args.model_name_or_path, "pooler": model_args.pooler,
         "inference_pooler": model.inference_pooler, "eval_max_pairs": data_args.eval_max_pairs,
         "validation": validation,
