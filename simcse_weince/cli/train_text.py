@@ -115,18 +115,13 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
         mask_duplicates=loss_args.mask_duplicates, callbacks=list(callbacks) or None, run_state=state,
     )  # fmt: skip
 
-    def scores(known: dict[str, float] | None = None) -> dict[str, float]:
-        """Each evaluator's picked metric; the trainer's own from ``known`` (its metrics of these weights)."""
-        return {
-            key: (known if known is not None and evaluate is trainer.evaluator else evaluate(model))[picked[key]]
-            for key, evaluate in evaluators.items()
-        }
+    def scores(after: bool = False) -> dict[str, float]:
+        return picked_scores(evaluators, picked, model, trainer if after else None)
 
     results: dict = {"before": scores() if data_args.eval_before_training else {}}
     results |= train_and_record(trainer, args)  # the model now holds the best checkpoint's weights
     results |= {
-        "after": scores(trainer.metrics_of_final_weights()), "text": stats.to_dict(),
-        "loss": loss.get_config_dict() | {"name": loss.name},
+        "after": scores(after=True), "text": stats.to_dict(), "loss": loss.get_config_dict() | {"name": loss.name},
         "model": model_args.model_name_or_path, "pooler": model_args.pooler,
         "inference_pooler": model.inference_pooler, "eval_max_pairs": data_args.eval_max_pairs,
         "validation": validation,
@@ -153,6 +148,16 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
     if trainer.is_world_process_zero():
         print_summary(results)
     return results
+
+
+def picked_scores(evaluators: dict, picked: dict[str, str], model, trainer: SimCSETrainer | None) -> dict[str, float]:
+    """Each evaluator's picked metric of ``model``; the trainer's own evaluator's from its evaluation of these
+    weights during training when it made one (``metrics_of_final_weights``), rather than scored again."""
+    known = trainer.metrics_of_final_weights() if trainer is not None else None
+    return {
+        key: (known if known is not None and evaluate is trainer.evaluator else evaluate(model))[picked[key]]
+        for key, evaluate in evaluators.items()
+    }
 
 
 def print_summary(results: dict) -> None:
