@@ -44,7 +44,7 @@ from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
 from simcse_weince.training.hub import push_folder, repo_name, trainer_uploads_ignoring
-from simcse_weince.training.run_folder import LOCAL_ONLY, kept
+from simcse_weince.training.run_folder import CHECKPOINT, LOCAL_ONLY, kept
 from simcse_weince.training.run_record import RunState, save_record
 
 logger = logging.getLogger(__name__)
@@ -293,7 +293,7 @@ class ContrastiveTrainer(Trainer):
             return None
         best = self.state.best_model_checkpoint
         if self.args.load_best_model_at_end and best is not None:
-            step = int(Path(best).name.rpartition("-")[2])
+            step = int(CHECKPOINT.match(Path(best).name).group(1))
         else:
             step = self.state.global_step
         return self.evaluated.get(step)
