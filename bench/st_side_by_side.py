@@ -1,6 +1,6 @@
 """This project against sentence-transformers' own recipe, side by side, in one invocation.
 
-Three recipes, each run by both tools on the same model, data, batch and sequence length, every run in its own
+Four recipes, each run by both tools on the same model, data, batch and sequence length, every run in its own
 process, in pairs that alternate which goes first (A B, B A, ...), so that a slow spell of a shared machine falls
 on both sides:
 
@@ -10,7 +10,10 @@ on both sides:
 * ``sup``: supervised SimCSE on (anchor, positive, hard negative) rows of one CSV file (``configs/sup_quickstart
   .yaml`` with that file), against MNRL on the same three columns;
 * ``encode``: evaluation encoding of STS-B test's sentences: the encoder ``evaluate_sts.py`` uses, against
-  ``SentenceTransformer.encode``, each with its own defaults.
+  ``SentenceTransformer.encode``, each with its own defaults;
+* ``startup``: the imports a training run needs before its first line of work: ``simcse_weince.cli.train_text``
+  (what ``train_unsup.py`` imports), against ``sentence_transformers`` with its Trainer and losses, each timed in a
+  fresh process (whose whole wall time, interpreter start included, is the ``process`` figure).
 
 A training figure is the median wall time of one step (from one step's end to the next: data, forward, loss,
 backward, optimizer and the Trainer's per-step hooks), over the steps after the first ``--warmup``; the
@@ -43,7 +46,7 @@ from typing import Any
 
 from common import REPO, child_env, write_bert
 
-RECIPES = ("unsup", "sup", "encode")
+RECIPES = ("unsup", "sup", "encode", "startup")
 SIDES = ("ours", "st")
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -202,7 +205,21 @@ def encode_seconds(side: str, opts: argparse.Namespace) -> dict[str, float]:
     return {"step_s": time.perf_counter() - t0, "step_cpu_s": time.process_time() - c0, "sentences": len(s)}
 
 
+def import_seconds(side: str) -> dict[str, float]:
+    """Wall and CPU time of importing what the side's training run imports (this process has imported nothing
+    heavy before: ``common`` and the standard library only)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    if side == "ours":
+        import simcse_weince.cli.train_text  # noqa: F401
+    else:
+        import sentence_transformers  # noqa: F401
+        from sentence_transformers import SentenceTransformerTrainer, losses  # noqa: F401
+    return {"step_s": time.perf_counter() - t0, "step_cpu_s": time.process_time() - c0}
+
+
 def child(opts: argparse.Namespace) -> dict[str, float]:
+    if opts.recipe == "startup":
+        return import_seconds(opts.side)
     if opts.recipe == "encode":
         return encode_seconds(opts.side, opts)
     timer = StepTimer()
@@ -239,7 +256,8 @@ def pair_ratios(results: dict[str, list[dict]], key: str) -> list[float]:
 
 
 def summarise(recipe: str, results: dict[str, list[dict]]) -> dict[str, Any]:
-    keys = ["step_s", "step_cpu_s", "process_s"] + (["after_last_step_s"] if recipe != "encode" else [])
+    trains = recipe in ("unsup", "sup")
+    keys = ["step_s", "step_cpu_s", "process_s"] + (["after_last_step_s"] if trains else [])
     row: dict[str, Any] = {}
     for key in keys:
         row[key] = {side: statistics.median(r[key] for r in results[side]) for side in SIDES}
@@ -265,6 +283,8 @@ def print_rows(recipe: str, row: dict[str, dict]) -> None:
              "after_last_step_s": "after last step s"}  # fmt: skip
     if recipe == "encode":
         names |= {"step_s": "encode wall s", "step_cpu_s": "encode CPU s"}
+    if recipe == "startup":
+        names |= {"step_s": "imports wall s", "step_cpu_s": "imports CPU s"}
     for key, fig in row.items():
         ratio = f"{fig['median_ratio']:>8.3f}x" if "median_ratio" in fig else f"{'':>9}"
         pairs = " ".join(f"{r:.3f}" for r in fig.get("pair_ratios", []))

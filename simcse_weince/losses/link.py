@@ -29,6 +29,10 @@ from simcse_weince.losses.distributed import is_distributed
 from simcse_weince.losses.logits import shortfall
 
 A_MAX = 100.0  # CLIP's cap on its logit scale
+# The sane ceiling of a cap on a: cosines lie in [-1, 1], so at a = 10^4 a gap of 0.002 between the positive's score
+# and every other already puts exp(-a·gap) below float32's resolution: the softmax is one-hot, the loss exactly 0 and
+# the gradient exactly 0. A run that reaches a larger slope has stopped learning, so a larger cap is a typo.
+A_MAX_SANE = 1e4
 B_MAX = 16.0  # WEINCE's default upper clamp of β (b = λβ ≤ β at λ ≤ 1)
 _EPS_RANGE = checks.within(0.0, 0.1, open_low=True)
 
@@ -46,9 +50,10 @@ def a_max_field() -> Any:
     return field(
         default=None,
         metadata=checks.setting(
-            checks.optional(checks.positive_finite, "None (automatic: max(100, 1/temperature))"),
-            "Cap on the link's slope a (CLIP caps its logit scale at 100): a finite number >= 1/temperature; None "
-            "(default) = max(100, 1/temperature).",
+            checks.optional(checks.within(0, A_MAX_SANE, open_low=True), "None (automatic: max(100, 1/temperature))"),
+            "Cap on the link's slope a (CLIP caps its logit scale at 100): a number in [1/temperature, 10000] (at "
+            "a = 10^4 the softmax of cosines is one-hot in float32 and nothing is learned); None (default) = "
+            "max(100, 1/temperature).",
         ),
     )
 

@@ -43,13 +43,22 @@ from simcse_weince.file_modes import give_usual_modes
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
+from simcse_weince.training.health import (
+    LOSS_STATE_FILE,
+    RunFault,
+    degenerate_fault,
+    go_on,
+    metric_fault,
+    metric_name,
+    non_finite,
+    state_faults,
+)
 from simcse_weince.training.hub import push_folder, repo_name, trainer_uploads_ignoring
-from simcse_weince.training.run_folder import CHECKPOINT, LOCAL_ONLY, kept
+from simcse_weince.training.run_folder import CHECKPOINT, LOCAL_ONLY, kept, step_of
 from simcse_weince.training.run_record import RunState, save_record
 
 logger = logging.getLogger(__name__)
 
-LOSS_STATE_FILE = "loss_state.pt"  # the loss's state (parameters, the top-M Weibit term's β_t), when it has one
 LOSS_CONFIG_FILE = "loss_config.json"  # beside an exported model whose loss has parameters
 Evaluator = Callable[[nn.Module], dict[str, float]]
 DAMAGED_CHECKPOINT = (
@@ -95,6 +104,9 @@ class ContrastiveTrainer(Trainer):
         self._saving_checkpoint = False  # a checkpoint's push waits for the end of its save (_push_from_checkpoint)
         self._deferred_push: str | None = None
         self.evaluated: dict[int, dict[str, float]] = {}  # the evaluator's metrics by step, this session's
+        self._zero_grad_steps = 0  # consecutive optimizer steps whose encoder gradient was exactly 0 (health)
+        self._last_loss: torch.Tensor | None = None
+        self._warned_metrics: set[str] = set()
 
     # ---- the loss's own parameters ------------------------------------------------------------------------
     def loss_parameters(self) -> list[nn.Parameter]:
@@ -130,13 +142,63 @@ class ContrastiveTrainer(Trainer):
     def training_step(self, model: nn.Module, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
         """The Trainer's step, then the loss parameters' gradients averaged over the processes, as DDP averages
         the model's (averaging after every micro-step of an accumulation is the same: the mean of a common part
-        plus a local one is the common part plus the mean)."""
+        plus a local one is the common part plus the mean). The loss's state is checked first
+        (:meth:`check_loss_state`)."""
+        self.check_loss_state(f"at step {self.state.global_step + 1}")
         loss = super().training_step(model, inputs, num_items_in_batch)
+        self._last_loss = loss
         if self.args.world_size > 1:
             for param in self.loss_parameters():
                 if param.grad is not None:
                     param.grad.copy_(self.accelerator.reduce(param.grad, reduction="mean"))
         return loss
+
+    # ---- run-time health (simcse_weince.training.health) ---------------------------------------------------
+    def check_loss_state(self, when: str) -> None:
+        """Stop the run if the loss's parameters or running state hold NaN or Inf (none: InfoNCE, WEINCE).
+
+        Raises:
+            RunFault: names the values, when, and the last good checkpoint.
+        """
+        bad = state_faults(self.contrastive_loss.state_dict())
+        if bad:
+            raise RunFault(
+                f"the loss's state is not finite {when} ({', '.join(bad)}): its parameters diverged (lower "
+                f"--loss_learning_rate or the caps); {go_on(self.args.output_dir)}"
+            )
+
+    def _get_grad_norm(self, model: nn.Module, grad_norm: Any = None) -> Any:
+        """The Trainer's gradient norm before each optimizer step (over all processes), watched: exactly 0 for
+        :data:`~simcse_weince.training.health.DEGENERATE_STEPS` steps in a row stops the run.
+
+        Raises:
+            RunFault: names the steps, the loss's learned values and the last checkpoint before the spell.
+        """
+        grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        self._zero_grad_steps = self._zero_grad_steps + 1 if float(grad_norm) == 0.0 else 0
+        step = self.state.global_step + 1
+        loss = None if self._last_loss is None else float(self._last_loss)
+        cause = degenerate_fault(self._zero_grad_steps, step, loss, self.contrastive_loss.learned_values())
+        if cause is not None:
+            raise RunFault(f"{cause}; {go_on(self.args.output_dir, step - self._zero_grad_steps + 1)}")
+        return grad_norm
+
+    def check_metrics(self, metrics: dict[str, float]) -> None:
+        """Stop the run if its selection metric (``metric_for_best_model``) is not finite; warn once per metric
+        about any other one that is not.
+
+        Raises:
+            RunFault: names the metric, its value, the step and the last good checkpoint.
+        """
+        step = self.state.global_step
+        selected = metric_name(self.args.metric_for_best_model) if self.args.load_best_model_at_end else None
+        cause = metric_fault(metrics, selected, step)
+        if cause is not None:
+            raise RunFault(f"{cause}; {go_on(self.args.output_dir, step + 1)}")
+        for name, value in non_finite(metrics).items():
+            if name not in self._warned_metrics:
+                self._warned_metrics.add(name)
+                logger.warning("the validation metric %s is %s at step %d (reported as null)", name, value, step)
 
     # ---- training hooks ---------------------------------------------------------------------------------
     def embed_views(self, model: nn.Module, inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -274,6 +336,7 @@ class ContrastiveTrainer(Trainer):
         with self.compute_loss_context_manager():
             metrics = self.evaluator(self.accelerator.unwrap_model(self.model))
         self.evaluated[self.state.global_step] = {k: float(v) for k, v in metrics.items()}
+        self.check_metrics(self.evaluated[self.state.global_step])
         metrics = {f"{metric_key_prefix}_{k}": float(v) for k, v in metrics.items()}
         # the evaluator's sample count (pairs, images), so that the Trainer's samples/s is meaningful
         samples = int(getattr(self.evaluator, "num_samples", 0))
@@ -318,6 +381,7 @@ class ContrastiveTrainer(Trainer):
         and what was kept: the half-written folder is removed, the previous checkpoints are untouched (the Trainer
         rotates them only after a save)."""
         folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        self.check_loss_state(f"before saving {folder.name}")  # a checkpoint never holds a poisoned state
         self._saving_checkpoint, self._deferred_push = True, None
         try:
             with writing(folder, "the checkpoint", kept=f"{kept(self.args)}; fix the cause first"):
@@ -361,8 +425,14 @@ class ContrastiveTrainer(Trainer):
         if checkpoint is None or not self.contrastive_loss.state_dict():
             return
         state_file = Path(checkpoint) / LOSS_STATE_FILE
-        with reading(state_file, "the loss's running state", DAMAGED_CHECKPOINT):
-            self.contrastive_loss.load_state_dict(torch.load(state_file, map_location="cpu", weights_only=True))
+        earlier = go_on(self.args.output_dir, step_of(Path(checkpoint)))
+        with reading(state_file, "the loss's running state", earlier):
+            state = torch.load(state_file, map_location="cpu", weights_only=True)
+        bad = state_faults(state) if isinstance(state, dict) else []
+        if bad:
+            raise FileFault(f"the loss's running state {state_file} is not finite ({', '.join(bad)}); {earlier}")
+        with reading(state_file, "the loss's running state", earlier):
+            self.contrastive_loss.load_state_dict(state)
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
         with reading(checkpoint, "the random-number state in", DAMAGED_CHECKPOINT):

@@ -82,9 +82,9 @@ def build_loss(name: str, world: int) -> ContrastiveLoss:
     return loss_class(name)(temperature=0.5, gather_across_devices=world > 1)
 
 
-def trainer(out: Path, world: int = 1, loss: str = ScaledInfoNCE.name, **overrides):
+def trainer(out: Path, world: int = 1, loss: str = ScaledInfoNCE.name, evaluator=None, **overrides):
     """A :class:`ContrastiveTrainer` of :class:`TinyEncoder` with ``loss`` (:func:`build_loss`), one global batch
-    of :data:`ROWS` a step, checkpoints every 3 steps."""
+    of :data:`ROWS` a step, checkpoints every 3 steps (and ``evaluator``, if given)."""
     from simcse_weince.training.arguments import ContrastiveTrainingArguments
     from simcse_weince.training.trainer import ContrastiveTrainer
 
@@ -95,7 +95,9 @@ def trainer(out: Path, world: int = 1, loss: str = ScaledInfoNCE.name, **overrid
         save_only_model=False,
     )  # fmt: skip
     args = ContrastiveTrainingArguments(**(settings | overrides))
-    return ContrastiveTrainer(model=TinyEncoder(), args=args, train_dataset=rows(), loss=build_loss(loss, world))
+    return ContrastiveTrainer(
+        model=TinyEncoder(), args=args, train_dataset=rows(), loss=build_loss(loss, world), evaluator=evaluator
+    )
 
 
 def outcome(t) -> dict:

@@ -360,6 +360,27 @@ def test_a_validation_file_with_one_score_is_refused_before_training(
     assert not (out / "results.json").exists() and not (out / HOLDER).exists()
 
 
+def test_a_validation_metric_that_turns_nan_at_run_time_stops_the_run_naming_it(
+    tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Gold scores that vary, but every row holds the same two sentences: the model's similarity is one constant,
+    Spearman is NaN at every evaluation. It was trained through (exit 0, no best checkpoint, the last weights
+    exported, best_metric -Infinity); now the first evaluation stops the run in one line, nothing exported."""
+    sts = tmp_path / "dev.tsv"
+    rows = [f"a cat sat on the mat\ta dog lay on the rug\t{i % 5}" for i in range(8)]
+    sts.write_text("sentence1\tsentence2\tscore\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "run"
+    argv = text_run_args(
+        tiny_bert_dir, wiki_sample, out, **STEPS, validation=f"sts:{sts}", metric_for_best_model="sts_spearman"
+    )
+    assert main(argv) == 2
+    text = message(capsys)
+    assert text.startswith("error: the validation metric sts_spearman is nan at step 3, so the run cannot pick"), text
+    assert text.endswith("no good checkpoint was saved before it, so start again with --overwrite_output_dir true "
+                         "once fixed")  # fmt: skip
+    assert not (out / "model").exists() and not (out / "results.json").exists() and not (out / HOLDER).exists()
+
+
 def test_a_damaged_key_of_the_run_record_is_refused_by_name(
     finished: Path, tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
