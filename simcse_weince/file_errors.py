@@ -138,8 +138,21 @@ def reading(path: str | Path, what: str, advice: str, passing: tuple[type[BaseEx
     except Exception as err:
         if isinstance(err, MemoryError):
             raise
-        text = " ".join(str(err).split())[:200] or type(err).__name__
+        text = brief(str(err)) or type(err).__name__
         raise FileFault(f"could not read {what} {path} ({text}); {advice}") from err
+
+
+def brief(text: str, limit: int = 200) -> str:
+    """A library's error message on one line and at most about ``limit`` characters, never cut mid-word: the whole
+    message if it fits, else its first sentence if that fits, else its words up to ``limit`` and ``…``."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    end = text.find(". ")
+    if 0 < end < limit:
+        return text[: end + 1]
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > 0 else limit] + " …"
 
 
 def refuse_folder(path: str | Path, what: str, expected: str) -> None:

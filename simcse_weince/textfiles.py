@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
@@ -72,3 +72,23 @@ def json_lines(path: Path, what: str) -> Iterator[tuple[int, dict]]:
             if not isinstance(obj, dict):
                 raise ValueError(f"{path}:{lineno}: expected a JSON object ({what}), got {type(obj).__name__}")
             yield lineno, obj
+
+
+SEPARATORS = {";": "semicolons", "\t": "tabs", ",": "commas", "|": "vertical bars"}
+
+
+def delimiter_hint(header: Sequence[str] | None, splits_at: str) -> str:
+    """A hint for a header error, when the header was read as one column that holds another separator (a CSV file
+    written with ``;``, as spreadsheets in many locales save it, or a TSV file with commas); else ``""``.
+
+    ``splits_at``: the separator the reader used, in words (``commas``, ``tabs``).
+    """
+    if header is None or len(header) != 1:
+        return ""
+    found = [name for sep, name in SEPARATORS.items() if sep in header[0] and name != splits_at]
+    if not found:
+        return ""
+    return (
+        f" (the header was read as one column holding {found[0]}, but this file's fields must be separated by "
+        f"{splits_at}; save it so, or under the suffix of its separator: .csv for commas, .tsv for tabs)"
+    )

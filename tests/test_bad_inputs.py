@@ -8,6 +8,7 @@ stand for the tiny model's folders)."""
 from __future__ import annotations
 
 import gzip
+import os
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,11 @@ def _text_args(tmp: Path, fx: dict, *extra: str) -> list[str]:
 
 def _write(path: Path, data: bytes) -> str:
     path.write_bytes(data)
+    return str(path)
+
+
+def _fifo(path: Path) -> str:
+    os.mkfifo(path)
     return str(path)
 
 
@@ -151,6 +157,11 @@ TRAIN_CASES: dict[str, tuple[Case, str]] = {
         "training text file not found",
     ),
     "directory as training file": (lambda t, fx: _text_args(t, fx, "--train_files", str(t)), "is a directory"),
+    "pipe as training file": (  # what bash's <(head -400 f.txt) passes: /dev/fd/63, a pipe (read it never blocks)
+        lambda t, fx: _text_args(t, fx, "--train_files", _fifo(t / "part.txt")),
+        "error: training text file {tmp}/part.txt is a pipe (process substitution, <(...), or a FIFO); training "
+        "reads a file more than once",
+    ),
     "gzip training file": (
         lambda t, fx: _text_args(t, fx, "--train_files", _write(t / "a.txt.gz", gzip.compress(b"a b\n"))),
         "gzip-compressed; decompress it first",
@@ -225,7 +236,7 @@ TRAIN_CASES: dict[str, tuple[Case, str]] = {
 
 
 def _beir(tmp: Path, corpus: str = '{"_id": "d1", "text": "a"}\n', queries: str = '{"_id": "q1", "text": "b"}\n',
-          qrels: str | None = "q1\td1\t1\n") -> str:  # fmt: skip
+          qrels: str | None = "q1\td1\t1\n", header: str = "query-id\tcorpus-id\tscore\n") -> str:  # fmt: skip
     """A BEIR folder in ``tmp/beir``, its files as given (``qrels`` None: no qrels folder)."""
     folder = tmp / "beir"
     folder.mkdir()
@@ -233,7 +244,7 @@ def _beir(tmp: Path, corpus: str = '{"_id": "d1", "text": "a"}\n', queries: str 
     (folder / "queries.jsonl").write_text(queries, encoding="utf-8")
     if qrels is not None:
         (folder / "qrels").mkdir()
-        (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")
+        (folder / "qrels" / "test.tsv").write_text(header + qrels, encoding="utf-8")
     return f"retrieval:{folder}"
 
 
@@ -265,6 +276,15 @@ EVAL_CASES: dict[str, tuple[Case, str]] = {
     ),
     "retrieval qrel names an unknown document": (
         _eval_beir(qrels="q1\td7\t1\n"),
+        "error: {tmp}/beir/qrels/test.tsv:2: corpus-id 'd7' is not in corpus.jsonl",
+    ),
+    "retrieval qrels without a header, a text score first": (  # was skipped as if it were a header, silently
+        _eval_beir(qrels="q1\td1\thigh\nq1\td1\t1\n", header=""),
+        "error: {tmp}/beir/qrels/test.tsv:1: expected a numeric score in column 3 or a header line naming query-id, "
+        "corpus-id, score, got 'high'",
+    ),
+    "retrieval qrels header of other names": (
+        _eval_beir(qrels="q1\td7\t1\n", header="QID\tdoc_id\tRelevance\n"),
         "error: {tmp}/beir/qrels/test.tsv:2: corpus-id 'd7' is not in corpus.jsonl",
     ),
     "retrieval qrels split missing": (

@@ -237,9 +237,31 @@ def check_sweep(args: argparse.Namespace) -> SweepSettings:
     return settings
 
 
+# The laws' own checks name their parameters (``tau must be ...``); on the command line they are flags.
+LAW_FLAGS = {"beta": "--beta", "alpha": "--alpha", "tau": "--tau", "lambda": "--lams", "hardness": "--hardness"}
+
+
+def flag_named(err: ValueError) -> ValueError:
+    """``err`` with a law parameter it names written as its flag (``--tau must be ...``, ``--lams: lambda must
+    be ...``); any other error as it is."""
+    text = str(err)
+    name = text.split(" ", 1)[0]
+    flag = LAW_FLAGS.get(name)
+    if flag is None:
+        return err
+    return ValueError(f"--{text}" if flag == f"--{name}" else f"{flag}: {text}")
+
+
 def check(args: argparse.Namespace) -> E2Config | SweepSettings | None:
-    """Every option of the chosen experiment checked (ValueError naming it), sizes against the memory available
-    included; E2's settings or a sweep's, else None."""
+    """Every option of the chosen experiment checked (ValueError naming it as a flag), sizes against the memory
+    available included; E2's settings or a sweep's, else None."""
+    try:
+        return _check(args)
+    except ValueError as err:
+        raise flag_named(err) from None
+
+
+def _check(args: argparse.Namespace) -> E2Config | SweepSettings | None:
     if args.experiment in SWEEPS:
         return check_sweep(args)
     if not 0 <= args.seed < MAX_SEED:

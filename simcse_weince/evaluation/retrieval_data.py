@@ -94,10 +94,23 @@ def read_id_texts(path: Path, what: str, with_title: bool) -> dict[str, str]:
     return out
 
 
+QRELS_HEADER_NAMES = ({"query-id", "qid", "query"}, {"corpus-id", "doc-id", "docid", "cid", "corpus", "doc"},
+                      {"score", "relevance", "label", "rel"})  # fmt: skip
+
+
+def is_qrels_header(cols: list[str]) -> bool:
+    """Whether a qrels line is a header by its names (BEIR's ``query-id, corpus-id, score`` and their usual
+    variants, any case, ``_`` for ``-``): a first row whose score is text but whose ids are not names is a bad
+    row, not a header to skip."""
+    names = [c.strip().lower().replace("_", "-") for c in cols[:3]]
+    return all(name in allowed for name, allowed in zip(names, QRELS_HEADER_NAMES, strict=True))
+
+
 def read_qrels(
     path: Path, queries: dict[str, str], corpus: dict[str, str], counts: dict[str, int]
 ) -> dict[str, set[str]]:
-    """Query id -> relevant document ids (score > 0) of a qrels TSV; a header line is skipped."""
+    """Query id -> relevant document ids (score > 0) of a qrels TSV; a first line that is a header by its names
+    (:func:`is_qrels_header`) is skipped, any other line without a numeric score refused."""
     relevant: dict[str, set[str]] = {}
     seen: set[tuple[str, str]] = set()
     counts.setdefault("qrels_not_relevant", 0)
@@ -112,9 +125,12 @@ def read_qrels(
         try:
             score = float(raw_score)
         except ValueError:
-            if lineno == 1:  # the header line, query-id TAB corpus-id TAB score
+            if lineno == 1 and is_qrels_header(cols):  # BEIR's query-id TAB corpus-id TAB score
                 continue
-            raise ValueError(f"{path}:{lineno}: expected a numeric score in column 3, got {raw_score!r}") from None
+            header = " or a header line naming query-id, corpus-id, score" if lineno == 1 else ""
+            raise ValueError(
+                f"{path}:{lineno}: expected a numeric score in column 3{header}, got {raw_score!r}"
+            ) from None
         if not math.isfinite(score):
             raise ValueError(f"{path}:{lineno}: expected a finite score in column 3, got {raw_score!r}")
         if qid not in queries:

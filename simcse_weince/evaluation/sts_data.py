@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simcse_weince.file_errors import refuse_folder
-from simcse_weince.textfiles import json_lines, read_lines
+from simcse_weince.textfiles import delimiter_hint, json_lines, read_lines
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
@@ -214,8 +214,10 @@ def _sts_rows(path: Path) -> list[tuple[int, dict]]:
     try:
         missing = [c for c in STS_FILE_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
+            hint = delimiter_hint(reader.fieldnames, "tabs" if tsv else "commas")
             raise ValueError(
                 f"{path}:1: the header lacks {', '.join(missing)}; expected columns {', '.join(STS_FILE_COLUMNS)}"
+                + hint
             )
         return [(reader.line_num, row) for row in reader]
     except csv.Error as err:

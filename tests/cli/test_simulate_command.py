@@ -40,14 +40,14 @@ def test_e2_and_e3_at_toy_size(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["e2", "--lams", "0", "1.5"], "lambda must be in [0, 1], got 1.5"),
-        (["e2", "--tau", "nan"], "tau must be a finite number > 0, got nan"),
+        (["e2", "--lams", "0", "1.5"], "--lams: lambda must be in [0, 1], got 1.5"),
+        (["e2", "--tau", "nan"], "--tau must be a finite number > 0, got nan"),
         (["e2", "--scales", "32y256"], "--scales: expected BATCHESxANCHORS"),
         (["e2", "--link_replications", "5"], "--link_replications needs one count per scale (2)"),
         (["e2", "--hardness", "3"], "--hardness must be in (0, 2]"),
-        (["e2", "--alpha", "-1"], "alpha must be a finite number > 0"),
+        (["e2", "--alpha", "-1"], "--alpha must be a finite number > 0"),
         (["e2", "--pot_qs", "1.0"], "--pot_qs must all be in (0, 1)"),
-        (["e1", "--beta", "inf"], "beta must be a finite number > 0, got inf"),
+        (["e1", "--beta", "inf"], "--beta must be a finite number > 0, got inf"),
         (["e1", "--replications", "1"], "--replications must be finite and >= 2"),
         (["e3", "--batches", "0"], "--batches must be finite and >= 1"),
         (["e1", "--seed", "-1"], "--seed must be an integer in [0, 2**62)"),
@@ -61,6 +61,8 @@ def test_bad_options_are_one_line_before_any_work(
     assert main([*args, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    if message.startswith("--"):  # a flag is named as a flag, the laws' own parameters too
+        assert err.startswith(f"error: {message}"), err
     assert not out.exists()  # nothing written, nothing run
 
 

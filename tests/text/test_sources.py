@@ -95,6 +95,36 @@ def test_arrow_rows_by_parts_and_bad_rows_named_by_row(tok, tmp_path: Path, monk
     assert (len(ds), stats.rows_by_negatives) == (4, [1, 3])  # the empty negative is absent, the null anchor bad
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "held", "splits"),
+    [
+        ("semi.csv", "sent0;sent1;hard_neg\na;b;c\n", "semicolons", "commas"),
+        ("semi_one.csv", "text;label\nhello;1\n", "semicolons", "commas"),
+        ("comma.tsv", "sent0,sent1\na,b\n", "commas", "tabs"),
+    ],
+)
+def test_a_header_of_one_column_holding_another_separator_is_refused_with_a_hint(
+    tmp_path: Path, name: str, text: str, held: str, splits: str
+) -> None:
+    """It was trained on as one column of sentences ("a;b;c"), or refused without a word on the separator."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError) as err:
+        open_file(path, False, ReadOptions())
+    header = text.split("\n")[0]
+    assert str(err.value) == (
+        f"{path}:1: the header {header!r} names no columns of {path.suffix[1:].upper()} (the header was read as one "
+        f"column holding {held}, but this file's fields must be separated by {splits}; save it so, or under the "
+        "suffix of its separator: .csv for commas, .tsv for tabs)"
+    )
+
+
+def test_a_one_column_file_whose_rows_hold_semicolons_is_still_sentences(tmp_path: Path) -> None:
+    path = tmp_path / "ok.csv"
+    path.write_text("text\na; b\n", encoding="utf-8")
+    assert open_file(path, False, ReadOptions()).columns == ["text"]
+
+
 def test_arrow_refusals_name_the_file(tmp_path: Path) -> None:
     numbers = tmp_path / "n.feather"
     feather.write_feather(pa.table({"sent0": ["a"], "sent1": [3]}), numbers)

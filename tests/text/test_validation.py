@@ -93,6 +93,13 @@ def test_sts_file_validation_reads_csv_tsv_jsonl_alike(tmp_path: Path) -> None:
         load_sts_file(tmp_path / "quote.csv")
     (tmp_path / "q.tsv").write_text('sentence1\tsentence2\tscore\nHe said "hi\tShe said "yo"\t2\na\tb\t1\n')
     assert load_sts_file(tmp_path / "q.tsv").subsets[0].sentences1 == ['He said "hi', "a"]  # TSV: quotes are text
+    (tmp_path / "semi.csv").write_text("sentence1;sentence2;score\na;b;1\nc;d;2\n")  # a spreadsheet's CSV
+    with pytest.raises(ValueError) as err:
+        load_sts_file(tmp_path / "semi.csv")
+    assert str(err.value).endswith(
+        "(the header was read as one column holding semicolons, but this file's fields must be separated by commas; "
+        "save it so, or under the suffix of its separator: .csv for commas, .tsv for tabs)"
+    )
 
 
 def test_validation_settings_and_their_metrics() -> None:

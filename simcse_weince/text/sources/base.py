@@ -9,6 +9,7 @@ twice: its rows are checked and counted as each part is read (``counts_while_rea
 
 from __future__ import annotations
 
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -121,6 +122,23 @@ class Source(ABC):
         (``counted`` is only filled by a source that ``counts_while_reading``)."""
 
 
+READ_TWICE = (
+    "training reads a file more than once (its digest names the token cache, then its rows are read), and a pipe "
+    "can be read only once: write it to a file first (e.g. head -400 f.txt > part.txt) and pass that"
+)
+
+
+def special_file(path: Path) -> str:
+    """What a path that exists but is neither a file nor a folder is, in words (``a pipe (process substitution,
+    <(...), or a FIFO)``, a socket, a device)."""
+    mode = path.stat().st_mode
+    if stat.S_ISFIFO(mode):
+        return "a pipe (process substitution, <(...), or a FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+
+
 class FileSource(Source):
     """A local training file: checked to exist, not a folder, not gzip-compressed; identified by its absolute
     path, size and modification time (and whether its unterminated last line is dropped)."""
@@ -145,6 +163,8 @@ class FileSource(Source):
         kind = "training file" if cls.by_column else "training text file"
         if path.is_dir():
             raise IsADirectoryError(f"{kind} {shown_path(path)} is a directory; expected {cls.layout}")
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{kind} {shown_path(path)} is {special_file(path)}; {READ_TWICE}")
         if not path.is_file():
             raise FileNotFoundError(f"{kind} not found: {shown_path(path)}; expected {cls.layout}")
         with path.open("rb") as f:

@@ -15,6 +15,7 @@ from typing import ClassVar
 from simcse_weince.text.columns import Record, describe_columns
 from simcse_weince.text.reading import STRIP
 from simcse_weince.text.sources.records import Lines, RecordFile
+from simcse_weince.textfiles import delimiter_hint
 
 
 class CsvFile(RecordFile):
@@ -53,6 +54,9 @@ class CsvFile(RecordFile):
                 raise ValueError(f"{where}: unreadable {self.format} header ({err}); expected a header row") from err
             self.data_start, self.data_line = lines.offset, lines.line
         self.header = [h.strip(STRIP) for h in header]
+        hint = delimiter_hint(self.header, self.delimiter_name + "s")
+        if hint:  # one column named "sent0;sent1": its rows would be trained on as sentences, fields and all
+            raise ValueError(f"{where}: the header {self.header[0]!r} names no columns of {self.format}{hint}")
         self.choose(self.header, f"{where}: the header")
         self.indices = [self.header.index(c) if c in self.header else -1 for c in self.columns]
 
