@@ -6,6 +6,7 @@ import importlib
 import json
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,24 +44,45 @@ def start_runs() -> multiprocessing.context.BaseContext:
     return _runs
 
 
+def exit_with_driver(driver: int) -> None:
+    """A run's first step: it ends when the driver (pid ``driver``) does, even by ``kill -9``.
+
+    A run's parent is the run server, which a killed driver leaves running (the run holds the server's liveness
+    pipe), so the run watches the driver itself; when the driver is gone the run gets ``SIGTERM``: a training run
+    saves a checkpoint at its next step and releases its folder's lock, so that the driver, run again, resumes
+    it (and it is ended 60 s later if still there). Without this an orphaned run went on training into the
+    folder and held its lock.
+    """
+    from simcse_weince.simulation.worker_pool import exit_with_process
+
+    exit_with_process(driver, signal.SIGTERM)
+
+
+def _call(target: Callable[..., None], args: tuple, driver: int) -> None:
+    exit_with_driver(driver)
+    target(*args)
+
+
 def run_function(target: Callable[..., None], *args: Any) -> None:
     """``target(*args)`` in a process forked from the run server (see :func:`run_module`): the libraries it
-    uses are imported there once, not in the driver.
+    uses are imported there once, not in the driver. It ends with the driver (:func:`exit_with_driver`).
 
     Raises:
         SystemExit: it failed (names it).
     """
-    proc = start_runs().Process(target=target, args=args)
+    proc = start_runs().Process(target=_call, args=(target, args, os.getpid()))
     proc.start()
     proc.join()
     if proc.exitcode != 0:
         raise SystemExit(f"{target.__name__}{args} failed (exit code {proc.exitcode})")
 
 
-def _main_of(module: str, args: list[str], log: str, env: dict[str, str]) -> None:
+def _main_of(module: str, args: list[str], log: str, env: dict[str, str], driver: int) -> None:
     """A run's process: the environment of :func:`child_env`, stdout and stderr appended to ``log`` after a line
     naming the command (at the file descriptors, so that native output goes there too; a resumed run's log keeps
-    the killed run's), then the command's ``main(args)``; its return value is the process's exit code."""
+    the killed run's), then the command's ``main(args)``; its return value is the process's exit code. It ends
+    with the driver (:func:`exit_with_driver`)."""
+    exit_with_driver(driver)
     os.environ.clear()
     os.environ.update(env)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -86,7 +108,7 @@ def run_module(module: str, args: Sequence[str], log: Path) -> None:
         SystemExit: the command failed (names it and its log).
     """
     log.parent.mkdir(parents=True, exist_ok=True)
-    proc = start_runs().Process(target=_main_of, args=(module, list(args), str(log), child_env()))
+    proc = start_runs().Process(target=_main_of, args=(module, list(args), str(log), child_env(), os.getpid()))
     proc.start()
     proc.join()
     if proc.exitcode != 0:

@@ -19,31 +19,73 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PARENT_CHECK_SECONDS = 0.5
 
 
-def _watch_parent(parent: int) -> None:
-    """End this process as soon as its parent is no longer ``parent`` (it died; the process was re-parented)."""
-    while True:
-        if os.getppid() != parent:
-            os._exit(1)
+STOP_GRACE_SECONDS = 60.0  # how long a process told to stop with SIGTERM has before it is ended
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet waited for, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc: os.kill said it is there
+
+
+def _end_self(signum: int) -> None:
+    """``signum`` to this process (SIGTERM: a training run saves a checkpoint and releases its folder), then, after
+    :data:`STOP_GRACE_SECONDS` (at once for SIGKILL), an exit."""
+    if signum != signal.SIGKILL:
+        os.kill(os.getpid(), signum)
+        time.sleep(STOP_GRACE_SECONDS)
+    os._exit(1)
+
+
+def _watch_parent(parent: int, signum: int) -> None:
+    """End this process (:func:`_end_self`) as soon as its parent is no longer ``parent`` (it died; the process
+    was re-parented)."""
+    while os.getppid() == parent:
         time.sleep(PARENT_CHECK_SECONDS)
+    _end_self(signum)
 
 
-def exit_with_parent(parent: int) -> None:
+def _watch_process(pid: int, signum: int) -> None:
+    while process_alive(pid):
+        time.sleep(PARENT_CHECK_SECONDS)
+    _end_self(signum)
+
+
+def exit_with_process(pid: int, signum: int = signal.SIGTERM) -> None:
+    """This process ends (``signum`` to itself, then an exit after a grace period) when process ``pid`` does,
+    whichever its parent: a run forked by ``multiprocessing``'s fork server is the server's child, and the server
+    outlives a killed driver (the run holds the server's liveness pipe), so the driver is watched by its pid."""
+    if not process_alive(pid):
+        _end_self(signum)
+    threading.Thread(target=_watch_process, args=(pid, signum), name="driver-watchdog", daemon=True).start()
+
+
+def exit_with_parent(parent: int, signum: int = signal.SIGKILL) -> None:
     """A pool worker's initializer: the worker ends when its parent dies, even by ``kill -9``.
 
-    Linux sends the worker ``SIGKILL`` when its parent dies (``prctl(PR_SET_PDEATHSIG)``); a watchdog thread that
-    exits when the parent pid changes covers other systems and a parent that died before the ``prctl``. Ctrl-C is
-    the driver's to handle (it stops the workers and says what was kept), so the worker ignores ``SIGINT``, which
-    the terminal sends to the whole process group.
+    Linux sends the worker ``signum`` (default ``SIGKILL``) when its parent dies (``prctl(PR_SET_PDEATHSIG)``); a
+    watchdog thread that acts when the parent pid changes covers other systems and a parent that died before the
+    ``prctl``. Ctrl-C is the driver's to handle (it stops the workers and says what was kept), so the worker
+    ignores ``SIGINT``, which the terminal sends to the whole process group.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
         except (OSError, AttributeError):
             pass  # the watchdog below still ends the worker
     if os.getppid() != parent:  # the parent died before the prctl took effect
         os._exit(1)
-    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watchdog", daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent, signum), name="parent-watchdog", daemon=True).start()
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:
