@@ -228,7 +228,10 @@ def sweep_settings(args: argparse.Namespace) -> SweepSettings:
 
 def check_sweep(args: argparse.Namespace) -> SweepSettings:
     """A sweep's settings, ``--workers`` and the memory they need checked (ValueError naming the option)."""
-    settings = sweep_settings(args)
+    try:
+        settings = sweep_settings(args)
+    except ValueError as err:
+        raise flag_named(err) from None
     if args.workers < 1:
         checks.fail("--workers", ">= 1", args.workers)
     workers = min(args.workers, len(cells(settings)))
@@ -238,18 +241,18 @@ def check_sweep(args: argparse.Namespace) -> SweepSettings:
 
 
 # The laws' own checks name their parameters (``tau must be ...``); on the command line they are flags.
-LAW_FLAGS = {"beta": "--beta", "alpha": "--alpha", "tau": "--tau", "lambda": "--lams", "hardness": "--hardness"}
+LAW_FLAGS = {"beta ": "--beta", "alpha ": "--alpha", "tau ": "--tau", "lambda ": "--lams",
+             "the blend's lambda ": "--blend_lambda"}  # fmt: skip
 
 
 def flag_named(err: ValueError) -> ValueError:
     """``err`` with a law parameter it names written as its flag (``--tau must be ...``, ``--lams: lambda must
     be ...``); any other error as it is."""
     text = str(err)
-    name = text.split(" ", 1)[0]
-    flag = LAW_FLAGS.get(name)
-    if flag is None:
-        return err
-    return ValueError(f"--{text}" if flag == f"--{name}" else f"{flag}: {text}")
+    for start, flag in LAW_FLAGS.items():
+        if text.startswith(start):
+            return ValueError(f"--{text}" if flag == f"--{start.strip()}" else f"{flag}: {text}")
+    return err
 
 
 def check(args: argparse.Namespace) -> E2Config | SweepSettings | None:

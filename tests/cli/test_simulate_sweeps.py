@@ -104,8 +104,11 @@ def test_a_quick_temperature_sweep_pairs_every_figure_and_says_where_kl_and_rank
         (["--taus", "0.1", "0.2"], "the negatives sweep takes one value"),
         (["--eval_sizes", "2"], "--eval_sizes must be integers >= 3"),
         (["--ks", "8"], "a slope needs at least 2 values of k"),
-        (["--blend_lambda", "1.5"], "lambda must be in (0, 1)"),
-        (["--kernels", "vmf", "--blend_lambda", "nan"], "lambda must be in (0, 1)"),  # checked though not run
+        (["--blend_lambda", "1.5"], "--blend_lambda: the blend's lambda must be in (0, 1)"),
+        (
+            ["--kernels", "vmf", "--blend_lambda", "nan"],
+            "--blend_lambda: the blend's lambda must be in (0, 1)",
+        ),  # checked though not run
         (["--workers", "0"], "--workers must be >= 1"),
         (["--noise", "-0.1"], "--noise must be a finite number >= 0"),
     ],
@@ -117,6 +120,8 @@ def test_bad_options_are_one_line_before_any_work(
     assert main(["negatives", "--quick", *options, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
+    if message.startswith("--"):  # every message names its flag as a flag
+        assert err.startswith(f"error: {message}"), err
     assert not out.exists()
 
 
