@@ -52,8 +52,8 @@ class Command:
     name: str
     argv: Callable[[Path], list[str]]
     again: Callable[[Path, list[str]], list[str]]
-    outputs: Callable[[Path], dict[str, bytes]]
-    points: tuple[Point, ...]
+    outputs: Callable[[Path], dict[str, bytes | float]]
+    rel: float = 0.0  # the tolerance of float outputs (0: equal)
 
 
 def session_processes(sid: int) -> list[str]:
@@ -92,7 +92,7 @@ def env_for(kill_at: str | None = None, mark: Path | None = None) -> dict[str, s
     return env
 
 
-def check_stop_then_again(command: Command, point: Point, sig: str, folder: Path, expected: dict[str, bytes]) -> None:
+def check_stop_then_again(command: Command, point: Point, sig: str, folder: Path, expected: dict) -> None:
     mark = folder.parent / f"{folder.name}.mark"
     cmd = command.argv(folder)
     code, err, sid = run(cmd, env_for(f"{point.function}:{point.n}:{sig}", mark))
@@ -109,8 +109,9 @@ def check_stop_then_again(command: Command, point: Point, sig: str, folder: Path
     assert code == 0, f"run again after {sig} at {point.name}: {' '.join(again)}\n{err[-3000:]}"
     got = command.outputs(folder)
     assert got.keys() == expected.keys()
-    for name in expected:
-        assert got[name] == expected[name], f"{name} differs from the uninterrupted run's after {sig} at {point.name}"
+    for name, want in expected.items():
+        same = got[name] == pytest.approx(want, rel=command.rel) if isinstance(want, float) else got[name] == want
+        assert same, f"{name} differs from the uninterrupted run's after {sig} at {point.name}"
 
 
 # ---- the commands --------------------------------------------------------------------------------------------
@@ -124,10 +125,21 @@ def resume_or_restart(folder: Path, cmd: list[str]) -> list[str]:
     return [*cmd, "--overwrite_output_dir", "true"]
 
 
+def without_timings(obj):
+    """``obj`` (JSON) without its timings: keys ending in ``seconds`` or ``_s``, at any depth."""
+    if isinstance(obj, dict):
+        return {k: without_timings(v) for k, v in obj.items() if not k.endswith(("seconds", "_s", "runtime"))}
+    if isinstance(obj, list):
+        return [without_timings(v) for v in obj]
+    return obj
+
+
 def model_outputs(folder: Path) -> dict[str, bytes]:
     """The exported weights and the scores the run reports (not its timings)."""
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
-    scores = {k: v for k, v in results.items() if k in ("after", "before", "best_metric_during_training")}
+    scores = without_timings(
+        {k: v for k, v in results.items() if k in ("after", "before", "best_metric_during_training")}
+    )
     return {
         "model.safetensors": (folder / "model" / "model.safetensors").read_bytes(),
         "scores": json.dumps(scores, sort_keys=True).encode(),
@@ -142,6 +154,27 @@ TEXT_POINTS = (
 )
 
 
+def uninterrupted(command: Command, folder: Path) -> dict:
+    code, err, _ = run(command.argv(folder), env_for())
+    assert code == 0, err[-3000:]
+    return command.outputs(folder)
+
+
+_whole: dict[str, dict] = {}
+
+
+def whole_run(command: Command, factory: pytest.TempPathFactory) -> dict:
+    """The command's uninterrupted outputs, once per test session."""
+    if command.name not in _whole:
+        _whole[command.name] = uninterrupted(command, factory.mktemp(command.name.replace(" ", "_")) / "whole")
+    return _whole[command.name]
+
+
+def both(points: tuple[Point, ...], sigs=("SIGKILL", "SIGTERM")) -> list:
+    return [pytest.param(p, s, id=f"{p.name}-{s}") for p in points for s in sigs]
+
+
+# ---- text training, unsupervised ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def text_command(tiny_bert_dir: Path, wiki_sample: Path) -> Command:
     return Command(
@@ -149,22 +182,192 @@ def text_command(tiny_bert_dir: Path, wiki_sample: Path) -> Command:
         lambda out: [sys.executable, "train_unsup.py", *text_run_args(tiny_bert_dir, wiki_sample, out, **STEPS)],
         resume_or_restart,
         model_outputs,
-        TEXT_POINTS,
     )
 
 
+@pytest.mark.parametrize(("point", "sig"), both(TEXT_POINTS))
+def test_text_training(text_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
+    check_stop_then_again(text_command, point, sig, tmp_path / "run", whole_run(text_command, tmp_path_factory))
+
+
+# ---- text training, supervised with a hard-negative column ------------------------------------------------------
+SUP_POINTS = (
+    Point("mid-step", f"{TRAINER}.compute_loss", 4),
+    Point("during a save", "simcse_weince.training.run_record:save_record", 3),
+)
+
+
 @pytest.fixture(scope="module")
-def text_uninterrupted(text_command: Command, tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    out = tmp_path_factory.mktemp("text") / "whole"
-    code, err, _ = run(text_command.argv(out), env_for())
-    assert code == 0, err[-3000:]
-    return text_command.outputs(out)
+def sup_command(tiny_bert_dir: Path, wiki_sample: Path, tmp_path_factory) -> Command:
+    lines = [s.strip().replace('"', "") for s in wiki_sample.read_text(encoding="utf-8").splitlines() if s.strip()]
+    rows = tmp_path_factory.mktemp("sup") / "triplets.csv"
+    body = "".join(f'"{lines[i]}","{lines[i + 1]}","{lines[i + 2]}"\n' for i in range(0, 3 * 100, 3))
+    rows.write_text("sent0,sent1,hard_neg\n" + body, encoding="utf-8")
+    flags = STEPS | {"drop_unterminated_last_line": None, "max_train_samples": 100}
+    return Command(
+        "supervised training",
+        lambda out: [sys.executable, "train_unsup.py", *text_run_args(tiny_bert_dir, rows, out, **flags)],
+        resume_or_restart,
+        model_outputs,
+    )
 
 
-@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
-@pytest.mark.parametrize("point", TEXT_POINTS, ids=[p.name for p in TEXT_POINTS])
-def test_text_training(text_command, text_uninterrupted, point: Point, sig: str, tmp_path: Path) -> None:
-    check_stop_then_again(text_command, point, sig, tmp_path / "run", text_uninterrupted)
+@pytest.mark.parametrize(("point", "sig"), both(SUP_POINTS))
+def test_supervised_training(sup_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
+    check_stop_then_again(sup_command, point, sig, tmp_path / "run", whole_run(sup_command, tmp_path_factory))
 
 
-assert argv  # re-exported for the commands below
+# ---- vision training ---------------------------------------------------------------------------------------------
+VISION_POINTS = (
+    Point("loading", "simcse_weince.vision.model:SimCLRModel.__init__", 1),
+    Point("mid-step", f"{TRAINER}.compute_loss", 4),
+    Point("during an evaluation", f"{TRAINER}.evaluation_loop", 1),
+)
+
+
+def vision_outputs(folder: Path) -> dict[str, bytes]:
+    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    return {
+        "model.safetensors": (folder / "model" / "model.safetensors").read_bytes(),
+        "scores": json.dumps(
+            without_timings({k: results.get(k) for k in ("after", "before")}), sort_keys=True
+        ).encode(),
+    }
+
+
+@pytest.fixture(scope="module")
+def vision_command(tmp_path_factory) -> Command:
+    from tests.helpers import write_cifar10_zips
+
+    root = write_cifar10_zips(tmp_path_factory.mktemp("cifar"))
+    flags = dict(
+        backbone="resnet18_slim", dataset="cifar10_zip", data_dir=root, per_device_train_batch_size=4,
+        per_device_eval_batch_size=8, max_steps=6, save_steps=3, eval_steps=3, eval_strategy="steps",
+        save_strategy="steps", save_total_limit=2, temperature=0.5, min_tail_points=10, logging_steps=1,
+        disable_tqdm=True, dataloader_num_workers=0, report_to="none", seed=3,
+    )  # fmt: skip
+    return Command(
+        "vision training",
+        lambda out: [sys.executable, "-m", "simcse_weince.cli.train_vision", *argv(**flags, output_dir=out)],
+        resume_or_restart,
+        vision_outputs,
+    )
+
+
+@pytest.mark.parametrize(("point", "sig"), both(VISION_POINTS))
+def test_vision_training(vision_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
+    check_stop_then_again(vision_command, point, sig, tmp_path / "run", whole_run(vision_command, tmp_path_factory))
+
+
+# ---- simcse-mine ---------------------------------------------------------------------------------------------------
+MINE_POINTS = (
+    Point("loading", "simcse_weince.text.mining:read_pairs", 1),
+    Point("mid-mining", "simcse_weince.text.mining:pair_scores", 1),
+    Point("during writing", "simcse_weince.text.mining_output:plot_scores", 1),
+)
+
+
+@pytest.fixture(scope="module")
+def mine_command(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path_factory) -> Command:
+    sick = shared_data / "senteval" / "downstream" / "SICK" / "SICK_train.txt"
+    pairs = [line.split("\t")[1:3] for line in sick.read_text(encoding="utf-8").splitlines()[1:80]]
+    csv = tmp_path_factory.mktemp("mine") / "pairs.csv"
+    csv.write_text("sent0,sent1\n" + "".join(f'"{a}","{b}"\n' for a, b in pairs), encoding="utf-8")
+
+    def cmd(out: Path) -> list[str]:
+        out.mkdir(parents=True, exist_ok=True)
+        return [sys.executable, "-m", "simcse_weince.cli.mine", "--pairs", str(csv), "--model",
+                str(tiny_bert_weights_dir), "--pooler", "avg", "--output", str(out / "mined.csv")]  # fmt: skip
+
+    def again(out: Path, argv_: list[str]) -> list[str]:  # what the stop says: the same command (--overwrite if
+        return [*argv_, "--overwrite"] if (out / "mined.csv").exists() else argv_  # the triplets were kept)
+
+    return Command("simcse-mine", cmd, again, lambda out: {"mined.csv": (out / "mined.csv").read_bytes()})
+
+
+@pytest.mark.parametrize(("point", "sig"), both(MINE_POINTS))
+def test_mine(mine_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
+    check_stop_then_again(mine_command, point, sig, tmp_path / "run", whole_run(mine_command, tmp_path_factory))
+
+
+# ---- evaluate_sts.py -------------------------------------------------------------------------------------------------
+EVAL_POINTS = (
+    Point("loading", "simcse_weince.evaluation.runner:load_tasks", 1),
+    Point("between tasks", "simcse_weince.evaluation.runner:write_report", 2),
+)
+
+
+def eval_outputs(out: Path) -> dict[str, bytes]:
+    report = json.loads((out / "eval_fast.json").read_text(encoding="utf-8"))
+    return {"results": json.dumps(without_timings(report["results"]), sort_keys=True).encode()}
+
+
+@pytest.fixture(scope="module")
+def eval_command(tiny_bert_weights_dir: Path) -> Command:
+    def cmd(out: Path) -> list[str]:
+        return [sys.executable, "evaluate_sts.py", "--model", str(tiny_bert_weights_dir), "--pooler", "avg",
+                "--tasks", "STS12,SICKRelatedness,MR", "--mode", "fast", "--output_dir", str(out),
+                "--no_progress"]  # fmt: skip
+
+    return Command("evaluate_sts.py", cmd, lambda out, argv_: [*argv_, "--overwrite"], eval_outputs)
+
+
+@pytest.mark.parametrize(("point", "sig"), both(EVAL_POINTS))
+def test_evaluate(eval_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
+    check_stop_then_again(eval_command, point, sig, tmp_path / "run", whole_run(eval_command, tmp_path_factory))
+
+
+# ---- simcse-simulate (a ground-truth sweep, its cells in a pool of 2 workers) -----------------------------------
+SIMULATE_POINTS = (Point("between cells", "simcse_weince.simulation.cell_store:CellStore.add", 2),)
+
+
+def sweep_outputs(out: Path) -> dict[str, bytes]:
+    cells = [json.loads(line) for line in (out / "negatives.cells.jsonl").read_text(encoding="utf-8").splitlines()]
+    kept = sorted(json.dumps({k: v for k, v in c.items() if k != "seconds"}, sort_keys=True) for c in cells)
+    return {"cells": "\n".join(kept).encode()}
+
+
+@pytest.fixture(scope="module")
+def simulate_command() -> Command:
+    def cmd(out: Path) -> list[str]:
+        return [sys.executable, "-m", "simcse_weince.cli.simulate", "negatives", "--quick", "--kernels", "endpoint",
+                "--ks", "4", "16", "--steps", "60", "--workers", "2", "--out", str(out)]  # fmt: skip
+
+    return Command("simcse-simulate", cmd, lambda out, argv_: argv_, sweep_outputs)
+
+
+@pytest.mark.parametrize(("point", "sig"), both(SIMULATE_POINTS))
+def test_simulate(simulate_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
+    check_stop_then_again(simulate_command, point, sig, tmp_path / "run", whole_run(simulate_command, tmp_path_factory))
+
+
+# ---- the MLM pretraining (experiments/pretrain_mlm.py --quick) --------------------------------------------------
+MLM_POINTS = (
+    Point("mid-step", "transformers.trainer:Trainer.training_step", 12),
+    Point("during a save", "transformers.trainer:Trainer._save_checkpoint", 1),
+)
+
+
+def mlm_outputs(out: Path) -> dict[str, float]:
+    r = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    return {"steps": float(r["steps"]), "heldout_loss": float(r["heldout_loss"]),
+            **{f"loss at step {s}": float(x) for s, x in r["loss_curve"]}}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def mlm_command(shared_data: Path, tmp_path_factory) -> Command:
+    lines = (shared_data / "wikipedia_en_gensim_sample" / "sentences.txt").read_text(encoding="utf-8").splitlines()
+    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    corpus.write_text("\n".join(lines[:1500]) + "\n", encoding="utf-8")
+
+    def cmd(out: Path) -> list[str]:
+        return [sys.executable, "-m", "experiments.pretrain_mlm", "--quick", "--corpus", str(corpus), "--out",
+                str(out), "--no_progress"]  # fmt: skip
+
+    # the same command resumes (its own checkpoints); quick mode's resume equals the uninterrupted run to 1e-5
+    return Command("MLM pretraining", cmd, lambda out, argv_: argv_, mlm_outputs, rel=1e-5)
+
+
+@pytest.mark.parametrize(("point", "sig"), both(MLM_POINTS))
+def test_mlm_pretraining(mlm_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
+    check_stop_then_again(mlm_command, point, sig, tmp_path / "run", whole_run(mlm_command, tmp_path_factory))
