@@ -299,7 +299,8 @@ EVAL_POINTS = (
 
 def eval_outputs(out: Path) -> dict[str, bytes]:
     report = json.loads((out / "eval_fast.json").read_text(encoding="utf-8"))
-    return {"results": json.dumps(without_timings(report["results"]), sort_keys=True).encode()}
+    assert report["complete"] and not report["missing_tasks"]
+    return {"results": json.dumps(without_timings(report), sort_keys=True).encode()}
 
 
 @pytest.fixture(scope="module")
