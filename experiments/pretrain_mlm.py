@@ -332,6 +332,8 @@ def pretrain(s: PretrainSettings) -> dict:
     from transformers import TrainingArguments
 
     from simcse_weince.digests import file_digest
+    from simcse_weince.stopping import Stopped
+    from simcse_weince.training.signals import SaveAndStopOnSigterm
 
     s.check()
     out = Path(s.out)
@@ -397,10 +399,19 @@ def pretrain(s: PretrainSettings) -> dict:
         train_dataset=train,
         eval_dataset=held,
         data_collator=collator,
-        callbacks=[budget, EpochToCollator(collator)],
+        callbacks=[budget, EpochToCollator(collator), sigterm := SaveAndStopOnSigterm()],
     )
     logger.info("training %s", f"resumed from {resume}" if resume else "from step 0")
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    try:
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    finally:
+        sigterm.restore(args)
+    if sigterm.stopped or sigterm.received is not None:  # a SIGTERM: the step's checkpoint is saved, then a stop
+        kept = last_checkpoint(out / "checkpoints")
+        raise Stopped(
+            f"SIGTERM at step {trainer.state.global_step}; the last checkpoint is {kept}: run the same command "
+            "again to resume"
+        )
     train_seconds = budget.spent()
     history = list(trainer.state.log_history)
     heldout_loss = trainer.evaluate()["eval_loss"]
@@ -595,6 +606,14 @@ def settings_of(args: argparse.Namespace) -> PretrainSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command: its errors in one ``error:`` line, a stop (Ctrl-C, SIGTERM) in one ``stopped:`` line saying
+    what was kept (:func:`~simcse_weince.cli.errors.command_main`)."""
+    from simcse_weince.cli.errors import command_main
+
+    return command_main(run, argv)
+
+
+def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     s = settings_of(args)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)

@@ -350,9 +350,16 @@ MLM_POINTS = (
 
 
 def mlm_outputs(out: Path) -> dict[str, float]:
+    """The steps, the held-out losses (fixed masks) and every weight tensor's norm of the MLM model. Not the
+    training-loss curve: a run resumed from a SIGTERM's checkpoint (step 11) starts a new logging window there, so
+    its log at step 12 averages one step where the uninterrupted run's averages two."""
+    from safetensors.torch import load_file
+
     r = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    weights = load_file(str(out / "mlm" / "model.safetensors"))
     return {"steps": float(r["steps"]), "heldout_loss": float(r["heldout_loss"]),
-            **{f"loss at step {s}": float(x) for s, x in r["loss_curve"]}}  # fmt: skip
+            **{f"held-out loss at step {s}": float(x) for s, x in r["heldout_curve"]},
+            **{f"norm of {k}": float(v.float().norm()) for k, v in weights.items()}}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
