@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -56,6 +57,14 @@ def exit_with_driver(driver: int) -> None:
     from simcse_weince.simulation.worker_pool import exit_with_process
 
     exit_with_process(driver, signal.SIGTERM)
+
+
+def run_child(cmd: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, **kwargs)`` for a command a driver starts: the command gets ``SIGTERM`` when the driver
+    dies, even by ``kill -9`` (a training run then saves and stops), so that no orphan goes on working."""
+    from simcse_weince.simulation.worker_pool import signal_on_parent_death
+
+    return subprocess.run(list(cmd), preexec_fn=signal_on_parent_death, **kwargs)
 
 
 def _call(target: Callable[..., None], args: tuple, driver: int) -> None:

@@ -121,9 +121,12 @@ def run(cmd: list[str], log: Path, env_extra: dict[str, str] | None = None, time
     log.parent.mkdir(parents=True, exist_ok=True)
     # its own process group, so that a timeout also ends what it started (bench children, accelerate workers),
     # which would otherwise keep the GPU busy under the next check
-    proc = subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+    from simcse_weince.simulation.worker_pool import signal_on_parent_death
+
+    proc = subprocess.Popen(  # it ends with this driver too, even when the driver is killed with -9
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=signal_on_parent_death,
+    )  # fmt: skip
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -27,7 +27,7 @@ import argparse
 import json
 import math
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ from simcse_weince.simulation.search import mean_interval as interval
 from simcse_weince.simulation.sweep_cells import run_cell
 from simcse_weince.simulation.sweep_settings import resolve
 from simcse_weince.simulation.universe import kernel_law
+from simcse_weince.simulation.worker_pool import worker_pool
 
 TAU_ARMS = ("infonce", "learned_temperature", "weince", "learned_link", "learned_link_b", "profiled_link")
 FIXED_ARMS = ("arctanh", "oracle")
@@ -83,7 +84,7 @@ def run_cells(settings, cells: list[dict], store: Path, workers: int) -> dict[st
     done = read_store(store)
     todo = [c for c in cells if key(c) not in done]
     print(f"{len(cells) - len(todo)} of {len(cells)} cells stored; running {len(todo)}", flush=True)
-    with store.open("a", encoding="utf-8") as out, ProcessPoolExecutor(max_workers=workers) as pool:
+    with store.open("a", encoding="utf-8") as out, worker_pool(workers) as pool:
         futures = [pool.submit(run_cell, settings, c) for c in todo]
         for i, future in enumerate(as_completed(futures), 1):
             record = future.result()

@@ -25,7 +25,6 @@ import argparse
 import csv
 import json
 import shlex
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from experiments.common import child_env, mean_std  # noqa: E402
+from experiments.common import child_env, mean_std, run_child  # noqa: E402
 from experiments.sick_nli import build_rows, read_sick, write_csv  # noqa: E402
 
 ARMS = ("sick", "mined", "none")
@@ -85,7 +84,7 @@ def mining_argv(pairs: Path, output: Path, args: argparse.Namespace) -> list[str
 def mine_in_a_process(argv: list[str]) -> int:
     """``python -m simcse_weince.cli.mine argv`` in a process of its own (the driver imports no torch)."""
     cmd = [sys.executable, "-m", "simcse_weince.cli.mine", *argv]
-    return subprocess.run(cmd, cwd=REPO, env=child_env()).returncode
+    return run_child(cmd, cwd=REPO, env=child_env()).returncode
 
 
 def mine_once(pairs: Path, folder: Path, args: argparse.Namespace, mine: Mine) -> list[Path]:
@@ -193,9 +192,7 @@ def main() -> None:
     for arm, argv in commands.items():
         print(f"{arm}: python -m experiments.text_runs {shlex.join(argv)}", flush=True)
         if not args.prepare_only:
-            subprocess.run(
-                [sys.executable, "-m", "experiments.text_runs", *argv], cwd=REPO, env=child_env(), check=True
-            )
+            run_child([sys.executable, "-m", "experiments.text_runs", *argv], cwd=REPO, env=child_env(), check=True)
     if args.prepare_only:
         return
     summaries = {arm: json.loads(Path(f"{args.out}-{arm}.json").read_text(encoding="utf-8")) for arm in args.arms}

@@ -69,6 +69,16 @@ def exit_with_process(pid: int, signum: int = signal.SIGTERM) -> None:
     threading.Thread(target=_watch_process, args=(pid, signum), name="driver-watchdog", daemon=True).start()
 
 
+def signal_on_parent_death(signum: int = signal.SIGTERM) -> None:
+    """Ask Linux to send this process ``signum`` when its parent dies (``prctl(PR_SET_PDEATHSIG)``, kept across
+    ``exec``): the ``preexec_fn`` of a command a driver starts with :mod:`subprocess`. Elsewhere a no-op."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+
 def exit_with_parent(parent: int, signum: int = signal.SIGKILL) -> None:
     """A pool worker's initializer: the worker ends when its parent dies, even by ``kill -9``.
 
@@ -78,11 +88,7 @@ def exit_with_parent(parent: int, signum: int = signal.SIGKILL) -> None:
     ignores ``SIGINT``, which the terminal sends to the whole process group.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass  # the watchdog below still ends the worker
+    signal_on_parent_death(signum)  # where it is not available, the watchdog below still ends the worker
     if os.getppid() != parent:  # the parent died before the prctl took effect
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent, signum), name="parent-watchdog", daemon=True).start()

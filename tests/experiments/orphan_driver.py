@@ -1,4 +1,5 @@
-"""A driver whose run never ends, for ``test_common.py``: ``python orphan_driver.py function|module FOLDER``.
+"""A driver whose run never ends, for ``test_common.py``: ``python orphan_driver.py function|module|subprocess
+FOLDER``.
 
 The run (through ``experiments.common.run_function`` or ``run_module``) writes its pid to ``FOLDER/run.pid``, and
 ``FOLDER/terminated`` when it gets SIGTERM (as a training run saves and stops), then sleeps.
@@ -36,5 +37,9 @@ if __name__ == "__main__":
     how, folder = sys.argv[1], sys.argv[2]
     if how == "function":
         common.run_function(stay, folder)
+    elif how == "subprocess":  # a command the driver starts itself (sick_mining_ab, gpu_check)
+        common.run_child([sys.executable, __file__, "stay", folder])
+    elif how == "stay":
+        stay(folder)
     else:
         common.run_module("tests.experiments.orphan_driver", [folder], Path(folder) / "run.log")

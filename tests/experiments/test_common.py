@@ -33,7 +33,7 @@ def wait_for(condition, seconds: float) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and the parent-death signal are Linux's")
-@pytest.mark.parametrize("how", ["function", "module"])
+@pytest.mark.parametrize("how", ["function", "module", "subprocess"])
 def test_a_run_gets_sigterm_and_ends_when_its_driver_is_killed(tmp_path: Path, how: str) -> None:
     """The orphan used to keep training into its folder and hold its lock; now it is told to stop (SIGTERM: a
     training run saves a checkpoint and releases the lock) and is gone within seconds."""
