@@ -379,3 +379,52 @@ def mlm_command(shared_data: Path, tmp_path_factory) -> Command:
 @pytest.mark.parametrize(("point", "sig"), both(MLM_POINTS))
 def test_mlm_pretraining(mlm_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
     check_stop_then_again(mlm_command, point, sig, tmp_path / "run", whole_run(mlm_command, tmp_path_factory))
+
+
+# ---- an experiment driver (experiments/text_runs.py), killed with -9 while its run trains ------------------------
+def driver_argv(tiny_bert_dir: Path, wiki_sample: Path, folder: Path) -> list[str]:
+    long = STEPS | {"max_steps": 60, "eval_steps": 10, "save_steps": 10}  # still training when the driver dies
+    flags = text_run_args(tiny_bert_dir, wiki_sample, folder / "unused", **long)
+    flags = flags[: flags.index("--output_dir")] + flags[flags.index("--output_dir") + 2 :]
+    return [sys.executable, "-m", "experiments.text_runs", "--config", "configs/quickstart.yaml", "--variants",
+            "infonce", "--seeds", "0", "--eval_tasks", "STS12", "--eval_mode", "fast", "--runs_dir",
+            str(folder / "runs"), "--out", str(folder / "summary"), "--extra", *flags]  # fmt: skip
+
+
+def driver_outputs(folder: Path) -> dict[str, bytes]:
+    return model_outputs(folder / "runs" / "infonce-seed0")
+
+
+def test_an_experiment_driver_killed_mid_run_leaves_nothing_running_and_resumes(
+    tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path
+) -> None:
+    """The driver killed with -9 once its run has a checkpoint: the run (a process of the driver's run server)
+    gets SIGTERM, saves and stops, the server exits; the same driver command resumes the run to the uninterrupted
+    run's weights and scores. The drivers start runs through ``experiments/common.py`` (run server, ``run_child``)
+    or the simulation's worker pool only, so this holds for each of them (``tests/experiments/test_common.py``)."""
+    whole = tmp_path / "whole"
+    code, err, _ = run(driver_argv(tiny_bert_dir, wiki_sample, whole), env_for())
+    assert code == 0, err[-3000:]
+    folder = tmp_path / "killed"
+    proc = subprocess.Popen(driver_argv(tiny_bert_dir, wiki_sample, folder), cwd=REPO, env=env_for(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        first = folder / "runs" / "infonce-seed0" / "checkpoint-10" / "trainer_state.json"
+        deadline = time.monotonic() + 240
+        while not first.is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert first.is_file() and proc.poll() is None, "the run never saved its first checkpoint"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 60
+        while session_processes(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not session_processes(proc.pid), f"left running: {session_processes(proc.pid)}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL) if session_processes(proc.pid) else None
+    assert not (folder / "runs" / "infonce-seed0" / "results.json").exists()  # stopped before its end
+    log = (folder / "runs" / "infonce-seed0.train.log").read_text(encoding="utf-8")
+    assert "stopped: SIGTERM at step" in log, log[-2000:]  # told to stop: it saved a checkpoint and said so
+    code, err, _ = run(driver_argv(tiny_bert_dir, wiki_sample, folder), env_for())
+    assert code == 0, err[-3000:]
+    assert driver_outputs(folder) == driver_outputs(whole)
