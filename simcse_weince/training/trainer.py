@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 import time
 from collections.abc import Callable
@@ -147,6 +148,7 @@ class ContrastiveTrainer(Trainer):
         self.check_loss_state(f"at step {self.state.global_step + 1}")
         loss = super().training_step(model, inputs, num_items_in_batch)
         self._last_loss = loss
+        self.check_loss_value(float(loss))  # the Trainer's own NaN filter reads the loss every step too
         if self.args.world_size > 1:
             for param in self.loss_parameters():
                 if param.grad is not None:
@@ -166,6 +168,22 @@ class ContrastiveTrainer(Trainer):
                 f"the loss's state is not finite {when} ({', '.join(bad)}): its parameters diverged (lower "
                 f"--loss_learning_rate or the caps); {go_on(self.args.output_dir)}"
             )
+
+    def check_loss_value(self, value: float) -> None:
+        """Stop the run if this step's loss is NaN or Inf although the embeddings were finite (they are checked in
+        the loss; the Trainer's log would average the value away, ``logging_nan_inf_filter``).
+
+        Raises:
+            RunFault: names the value, the step, the loss's learned values and the last good checkpoint.
+        """
+        if math.isfinite(value):
+            return
+        learned = ", ".join(f"{k} = {v:g}" for k, v in self.contrastive_loss.learned_values().items())
+        raise RunFault(
+            f"the loss is {value} at step {self.state.global_step + 1} although the embeddings are finite: a loss "
+            f"setting drives it out of float range{f' (its learned values: {learned})' if learned else ''}; "
+            f"{go_on(self.args.output_dir)}"
+        )
 
     def _get_grad_norm(self, model: nn.Module, grad_norm: Any = None) -> Any:
         """The Trainer's gradient norm before each optimizer step (over all processes), watched: exactly 0 for

@@ -85,7 +85,10 @@ def test_a_run_log_is_appended_after_a_line_naming_the_command(tmp_path: Path, m
     log = tmp_path / "run.log"
     codes = []
     for args in (["a"], ["b", "c"]):  # a killed run, then its resume: the first output is kept
-        proc = multiprocessing.get_context("fork").Process(target=_main_of, args=("tiny_cmd", args, str(log), {}))
+        driver = os.getpid()
+        proc = multiprocessing.get_context("fork").Process(
+            target=_main_of, args=("tiny_cmd", args, str(log), {}, driver)
+        )
         proc.start()
         proc.join()
         codes.append(proc.exitcode)

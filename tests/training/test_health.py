@@ -70,6 +70,13 @@ class ZeroGradientLoss(ScaledInfoNCE):
         return 0.0 * super().loss_from_scores(lay)
 
 
+class NanLoss(ScaledInfoNCE):
+    """InfoNCE times NaN: the embeddings finite, the loss not (the Trainer's log would average it away)."""
+
+    def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
+        return float("nan") * super().loss_from_scores(lay)
+
+
 class PoisonAt(TrainerCallback):
     """At the end of step ``step``, set the loss's scalar to NaN (a diverged loss parameter)."""
 
@@ -93,6 +100,14 @@ def test_a_gradient_that_stays_zero_stops_the_run_before_a_checkpoint_of_the_spe
     # checkpoint-3 was saved during the spell (from step 1): not offered
     assert (tmp_path / "run" / "checkpoint-3").is_dir()
     assert "no good checkpoint was saved before it" in text
+
+
+def test_a_non_finite_loss_with_finite_embeddings_stops_the_step(tmp_path: Path) -> None:
+    t = trainer(tmp_path / "run", max_steps=6)
+    t.contrastive_loss = NanLoss(0.5)
+    with pytest.raises(RunFault, match=r"^the loss is nan at step 1 although the embeddings are finite"):
+        t.train()
+    assert t.state.global_step == 0
 
 
 def test_a_loss_state_that_turns_nan_stops_the_next_step_and_is_never_saved(tmp_path: Path) -> None:
