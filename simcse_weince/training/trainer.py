@@ -193,6 +193,8 @@ class ContrastiveTrainer(Trainer):
             RunFault: names the steps, the loss's learned values and the last checkpoint before the spell.
         """
         grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        if grad_norm is None:  # an engine that reports none: nothing to watch
+            return grad_norm
         self._zero_grad_steps = self._zero_grad_steps + 1 if float(grad_norm) == 0.0 else 0
         step = self.state.global_step + 1
         loss = None if self._last_loss is None else float(self._last_loss)

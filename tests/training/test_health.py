@@ -180,3 +180,13 @@ def test_a_nan_metric_that_selects_nothing_is_warned_about_once(tmp_path: Path, 
         t.train()
     warned = [r.getMessage() for r in caplog.records if "validation metric other" in r.getMessage()]
     assert warned == ["the validation metric other is nan at step 2 (reported as null)"]
+
+
+def test_an_engine_that_reports_no_gradient_norm_is_not_watched(tmp_path: Path, monkeypatch) -> None:
+    from transformers import Trainer
+
+    monkeypatch.setattr(Trainer, "_get_grad_norm", lambda self, model, grad_norm=None: None)
+    t = trainer(tmp_path / "run", max_steps=DEGENERATE_STEPS + 1)
+    t.contrastive_loss = ZeroGradientLoss(0.5)
+    t.train()  # no norm, no verdict: it trains to the end
+    assert t.state.global_step == DEGENERATE_STEPS + 1 and t._zero_grad_steps == 0
