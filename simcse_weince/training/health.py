@@ -39,9 +39,7 @@ class RunFault(ValueError):
 
 def metric_name(metric: str | None) -> str | None:
     """``metric_for_best_model`` without the Trainer's ``eval_`` prefix (``None`` stays ``None``)."""
-    if metric is None:
-        return None
-    return metric[len("eval_") :] if metric.startswith("eval_") else metric
+    return None if metric is None else metric.removeprefix("eval_")
 
 
 def non_finite(values: Mapping[str, float]) -> dict[str, float]:
@@ -105,6 +103,11 @@ def metric_fault(metrics: Mapping[str, float], selected: str | None, step: int) 
     )
 
 
+def learned_text(learned: Mapping[str, float]) -> str:
+    """A loss's learned values for a message (``link_a = 1e+15, link_b = 0``; empty when it has none)."""
+    return ", ".join(f"{k} = {v:g}" for k, v in learned.items())
+
+
 def degenerate_fault(zero_steps: int, step: int, loss: float | None, learned: Mapping[str, float]) -> str | None:
     """The cause, when the encoder's gradient has been exactly 0 for ``zero_steps`` >= :data:`DEGENERATE_STEPS`
     consecutive optimizer steps (the norm the Trainer computes before each step: over all processes, so every
@@ -112,7 +115,7 @@ def degenerate_fault(zero_steps: int, step: int, loss: float | None, learned: Ma
     values, named in the message (they are what usually ran away)."""
     if zero_steps < DEGENERATE_STEPS:
         return None
-    values = ", ".join(f"{k} = {v:g}" for k, v in learned.items())
+    values = learned_text(learned)
     shown = "" if loss is None else f" (the loss: {loss:g})"
     return (
         f"the encoder's gradient has been exactly 0 for {zero_steps} steps up to step {step}{shown}: the run has "

@@ -49,6 +49,7 @@ from simcse_weince.training.health import (
     RunFault,
     degenerate_fault,
     go_on,
+    learned_text,
     metric_fault,
     metric_name,
     non_finite,
@@ -178,7 +179,7 @@ class ContrastiveTrainer(Trainer):
         """
         if math.isfinite(value):
             return
-        learned = ", ".join(f"{k} = {v:g}" for k, v in self.contrastive_loss.learned_values().items())
+        learned = learned_text(self.contrastive_loss.learned_values())
         raise RunFault(
             f"the loss is {value} at step {self.state.global_step + 1} although the embeddings are finite: a loss "
             f"setting drives it out of float range{f' (its learned values: {learned})' if learned else ''}; "

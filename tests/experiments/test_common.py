@@ -11,16 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from simcse_weince.simulation.worker_pool import process_alive
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie waiting for its parent's wait() is gone for this purpose
-        return f.read().split(") ")[1][0] != "Z"
 
 
 def wait_for(condition, seconds: float) -> bool:
@@ -46,7 +39,7 @@ def test_a_run_gets_sigterm_and_ends_when_its_driver_is_killed(tmp_path: Path, h
         time.sleep(0.3)  # the run's watchdog is up (it starts before the run's own code)
         driver.send_signal(signal.SIGKILL)
         driver.wait(10)
-        assert wait_for(lambda: not alive(run), 15), "the run outlived its driver"
+        assert wait_for(lambda: not process_alive(run), 15), "the run outlived its driver"
         assert (tmp_path / "terminated").read_text() == "SIGTERM\n"  # told to stop, not killed outright
     finally:
         if driver.poll() is None:

@@ -116,13 +116,11 @@ def check_stop_then_again(command: Command, point: Point, sig: str, folder: Path
 
 # ---- the commands --------------------------------------------------------------------------------------------
 def resume_or_restart(folder: Path, cmd: list[str]) -> list[str]:
-    """What a user runs after a stop of training: the stop's own advice, i.e. resume from the last complete
-    checkpoint when there is one, else the same command over the folder."""
-    from simcse_weince.training.run_folder import latest_complete_checkpoint
+    """What a user runs after a stop of training: the stop's own advice, as the experiment drivers follow it
+    (:func:`experiments.common.continue_argv`: resume from the last complete checkpoint, else start over)."""
+    from experiments.common import continue_argv
 
-    if latest_complete_checkpoint(folder, clean=False) is not None:
-        return [*cmd, "--resume_from_checkpoint", "last"]
-    return [*cmd, "--overwrite_output_dir", "true"]
+    return [*cmd, *continue_argv(folder)[0]]
 
 
 def without_timings(obj):
@@ -170,10 +168,6 @@ def whole_run(command: Command, factory: pytest.TempPathFactory) -> dict:
     return _whole[command.name]
 
 
-def both(points: tuple[Point, ...], sigs=("SIGKILL", "SIGTERM")) -> list:
-    return [pytest.param(p, s, id=f"{p.name}-{s}") for p in points for s in sigs]
-
-
 # ---- text training, unsupervised ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def text_command(tiny_bert_dir: Path, wiki_sample: Path) -> Command:
@@ -183,11 +177,6 @@ def text_command(tiny_bert_dir: Path, wiki_sample: Path) -> Command:
         resume_or_restart,
         model_outputs,
     )
-
-
-@pytest.mark.parametrize(("point", "sig"), both(TEXT_POINTS))
-def test_text_training(text_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
-    check_stop_then_again(text_command, point, sig, tmp_path / "run", whole_run(text_command, tmp_path_factory))
 
 
 # ---- text training, supervised with a hard-negative column ------------------------------------------------------
@@ -210,11 +199,6 @@ def sup_command(tiny_bert_dir: Path, wiki_sample: Path, tmp_path_factory) -> Com
         resume_or_restart,
         model_outputs,
     )
-
-
-@pytest.mark.parametrize(("point", "sig"), both(SUP_POINTS))
-def test_supervised_training(sup_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
-    check_stop_then_again(sup_command, point, sig, tmp_path / "run", whole_run(sup_command, tmp_path_factory))
 
 
 # ---- vision training ---------------------------------------------------------------------------------------------
@@ -254,11 +238,6 @@ def vision_command(tmp_path_factory) -> Command:
     )
 
 
-@pytest.mark.parametrize(("point", "sig"), both(VISION_POINTS))
-def test_vision_training(vision_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
-    check_stop_then_again(vision_command, point, sig, tmp_path / "run", whole_run(vision_command, tmp_path_factory))
-
-
 # ---- simcse-mine ---------------------------------------------------------------------------------------------------
 MINE_POINTS = (
     Point("loading", "simcse_weince.text.mining:read_pairs", 1),
@@ -285,11 +264,6 @@ def mine_command(tiny_bert_weights_dir: Path, shared_data: Path, tmp_path_factor
     return Command("simcse-mine", cmd, again, lambda out: {"mined.csv": (out / "mined.csv").read_bytes()})
 
 
-@pytest.mark.parametrize(("point", "sig"), both(MINE_POINTS))
-def test_mine(mine_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
-    check_stop_then_again(mine_command, point, sig, tmp_path / "run", whole_run(mine_command, tmp_path_factory))
-
-
 # ---- evaluate_sts.py -------------------------------------------------------------------------------------------------
 EVAL_POINTS = (
     Point("loading", "simcse_weince.evaluation.runner:load_tasks", 1),
@@ -313,11 +287,6 @@ def eval_command(tiny_bert_weights_dir: Path) -> Command:
     return Command("evaluate_sts.py", cmd, lambda out, argv_: [*argv_, "--overwrite"], eval_outputs)
 
 
-@pytest.mark.parametrize(("point", "sig"), both(EVAL_POINTS))
-def test_evaluate(eval_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
-    check_stop_then_again(eval_command, point, sig, tmp_path / "run", whole_run(eval_command, tmp_path_factory))
-
-
 # ---- simcse-simulate (a ground-truth sweep, its cells in a pool of 2 workers) -----------------------------------
 SIMULATE_POINTS = (Point("between cells", "simcse_weince.simulation.cell_store:CellStore.add", 2),)
 
@@ -335,11 +304,6 @@ def simulate_command() -> Command:
                 "--ks", "4", "16", "--steps", "60", "--workers", "2", "--out", str(out)]  # fmt: skip
 
     return Command("simcse-simulate", cmd, lambda out, argv_: argv_, sweep_outputs)
-
-
-@pytest.mark.parametrize(("point", "sig"), both(SIMULATE_POINTS))
-def test_simulate(simulate_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
-    check_stop_then_again(simulate_command, point, sig, tmp_path / "run", whole_run(simulate_command, tmp_path_factory))
 
 
 # ---- the MLM pretraining (experiments/pretrain_mlm.py --quick) --------------------------------------------------
@@ -376,9 +340,30 @@ def mlm_command(shared_data: Path, tmp_path_factory) -> Command:
     return Command("MLM pretraining", cmd, lambda out, argv_: argv_, mlm_outputs, rel=1e-5)
 
 
-@pytest.mark.parametrize(("point", "sig"), both(MLM_POINTS))
-def test_mlm_pretraining(mlm_command, point: Point, sig: str, tmp_path: Path, tmp_path_factory) -> None:
-    check_stop_then_again(mlm_command, point, sig, tmp_path / "run", whole_run(mlm_command, tmp_path_factory))
+# ---- every command x stop point x signal ---------------------------------------------------------------------------
+COMMANDS = {
+    "text_command": TEXT_POINTS,
+    "sup_command": SUP_POINTS,
+    "vision_command": VISION_POINTS,
+    "mine_command": MINE_POINTS,
+    "eval_command": EVAL_POINTS,
+    "simulate_command": SIMULATE_POINTS,
+    "mlm_command": MLM_POINTS,
+}
+CASES = [
+    pytest.param(command, point, sig, id=f"{command.removesuffix('_command')}-{point.name}-{sig}")
+    for command, points in COMMANDS.items()
+    for point in points
+    for sig in ("SIGKILL", "SIGTERM")
+]
+
+
+@pytest.mark.parametrize(("command", "point", "sig"), CASES)
+def test_stopped_then_run_again(
+    command: str, point: Point, sig: str, request: pytest.FixtureRequest, tmp_path: Path, tmp_path_factory
+) -> None:
+    cmd = request.getfixturevalue(command)
+    check_stop_then_again(cmd, point, sig, tmp_path / "run", whole_run(cmd, tmp_path_factory))
 
 
 # ---- an experiment driver (experiments/text_runs.py), killed with -9 while its run trains ------------------------
