@@ -15,7 +15,7 @@ import errno
 import re
 import resource
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -128,9 +128,12 @@ def _is_write_error(err: RuntimeError) -> bool:
 
 
 @contextmanager
-def reading(path: str | Path, what: str, advice: str, passing: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+def reading(
+    path: str | Path, what: str, advice: str | Callable[[], str], passing: tuple[type[BaseException], ...] = ()
+) -> Iterator[None]:
     """Run a load of ``what`` from ``path``; any failure but those of the types in ``passing`` ends in one
-    :class:`FileFault`: ``could not read <what> <path> (<the library's message>): <advice>``."""
+    :class:`FileFault`: ``could not read <what> <path> (<the library's message>): <advice>`` (``advice`` may be a
+    function, called only on a failure, when finding it costs work)."""
     try:
         yield
     except (FileFault, *passing):
@@ -139,7 +142,8 @@ def reading(path: str | Path, what: str, advice: str, passing: tuple[type[BaseEx
         if isinstance(err, MemoryError):
             raise
         text = brief(str(err)) or type(err).__name__
-        raise FileFault(f"could not read {what} {path} ({text}); {advice}") from err
+        said = advice() if callable(advice) else advice
+        raise FileFault(f"could not read {what} {path} ({text}); {said}") from err
 
 
 def brief(text: str, limit: int = 200) -> str:

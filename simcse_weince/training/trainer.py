@@ -56,7 +56,7 @@ from simcse_weince.training.health import (
     state_faults,
 )
 from simcse_weince.training.hub import push_folder, repo_name, trainer_uploads_ignoring
-from simcse_weince.training.run_folder import CHECKPOINT, LOCAL_ONLY, kept, step_of
+from simcse_weince.training.run_folder import LOCAL_ONLY, kept, step_of
 from simcse_weince.training.run_record import RunState, save_record
 
 logger = logging.getLogger(__name__)
@@ -377,7 +377,7 @@ class ContrastiveTrainer(Trainer):
             return None
         best = self.state.best_model_checkpoint
         if self.args.load_best_model_at_end and best is not None:
-            step = int(CHECKPOINT.match(Path(best).name).group(1))
+            step = step_of(Path(best))
         else:
             step = self.state.global_step
         return self.evaluated.get(step)
@@ -446,12 +446,15 @@ class ContrastiveTrainer(Trainer):
         if checkpoint is None or not self.contrastive_loss.state_dict():
             return
         state_file = Path(checkpoint) / LOSS_STATE_FILE
-        earlier = go_on(self.args.output_dir, step_of(Path(checkpoint)))
+
+        def earlier() -> str:  # the earlier checkpoints' states are read only on a failure
+            return go_on(self.args.output_dir, step_of(Path(checkpoint)))
+
         with reading(state_file, "the loss's running state", earlier):
             state = torch.load(state_file, map_location="cpu", weights_only=True)
         bad = state_faults(state) if isinstance(state, dict) else []
         if bad:
-            raise FileFault(f"the loss's running state {state_file} is not finite ({', '.join(bad)}); {earlier}")
+            raise FileFault(f"the loss's running state {state_file} is not finite ({', '.join(bad)}); {earlier()}")
         with reading(state_file, "the loss's running state", earlier):
             self.contrastive_loss.load_state_dict(state)
 
