@@ -30,7 +30,7 @@ quickstart: setup
 
 # Supervised SimCSE on pairs and triplets from SICK's training split (written to outputs/sick_nli first).
 quickstart-sup: setup
-	$(PY) -m experiments.sick_nli --out outputs/sick_nli
+	$(PY) -m weince_lab.experiments.sick_nli --out outputs/sick_nli
 	$(PY) train_unsup.py configs/sup_quickstart.yaml --overwrite_output_dir true
 
 # Everything but the benchmarks: lint, then the suite on TEST_WORKERS processes (one per core here; the longest tests

@@ -1,5 +1,5 @@
 """bf16 against fp32 on this CPU: one linear layer (512×384 → 1536, the shape of a MiniLM feed-forward input), timed
-in the same run, and whether torch runs bf16 on bf16 units here (``simcse_weince.hardware``). Usage:
+in the same run, and whether torch runs bf16 on bf16 units here (``simcse_weince.core.hardware``). Usage:
 
     .venv/bin/python bench/bf16_linear.py [--repeats 50] [--threads 1]
     ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python bench/bf16_linear.py   # an AVX2-only CPU
@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from simcse_weince.hardware import cpu_has_native_bf16
+from simcse_weince.core.hardware import cpu_has_native_bf16
 
 
 def median_ms(layer: torch.nn.Linear, x: torch.Tensor, bf16: bool, repeats: int) -> float:

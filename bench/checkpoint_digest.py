@@ -3,9 +3,9 @@ training file's content digest vs tokenising it.
 
 A bert-base (BERT's default config, 110M parameters, random weights: no download) is saved as the Trainer saves a
 checkpoint: ``model.safetensors`` (``save_pretrained``), ``optimizer.pt`` (AdamW's state after one step: two
-moments per weight) and ``scheduler.pt``; then :func:`~simcse_weince.digests.folder_digests` reads the folder back
+moments per weight) and ``scheduler.pt``; then :func:`~simcse_weince.core.digests.folder_digests` reads the folder back
 (from the page cache, as right after a save). Each is the median of ``--repeats`` runs; the ratio is digest ÷ save.
-The second line times a text file's digest (:func:`~simcse_weince.digests.read_digest`) against tokenising its
+The second line times a text file's digest (:func:`~simcse_weince.core.digests.read_digest`) against tokenising its
 lines with a fast tokenizer (the offline all-MiniLM-L6-v2's), both once per repeat.
 
     .venv/bin/python bench/checkpoint_digest.py            # ~1 min here
@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from simcse_weince.digests import folder_digests, read_digest
-from simcse_weince.model_sources import offline_minilm_path
-from simcse_weince.paths import data_root
+from simcse_weince.core.digests import folder_digests, read_digest
+from simcse_weince.core.model_sources import offline_minilm_path
+from simcse_weince.core.paths import data_root
 
 
 def checkpoint_like(model: torch.nn.Module) -> dict:

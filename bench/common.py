@@ -22,7 +22,7 @@ def child_env(**extra: str) -> dict[str, str]:
 
 def wiki_sample() -> Path:
     """The real Wikipedia sample: under ``$SIMCSE_WEINCE_DATA`` when set, else ``../shared/data``."""
-    from simcse_weince.paths import data_root
+    from simcse_weince.core.paths import data_root
 
     root = data_root() or REPO.parent / "shared" / "data"
     return root / "wiki1m_sample" / "wiki1m_for_simcse.head1280000bytes.txt"
@@ -47,7 +47,7 @@ def write_bert(folder: Path, layers: int, hidden: int) -> Path:
     import torch
     from transformers import AutoTokenizer, BertModel
 
-    from simcse_weince.model_sources import OFFLINE_MINILM, resolve_model_path
+    from simcse_weince.core.model_sources import OFFLINE_MINILM, resolve_model_path
 
     torch.manual_seed(0)
     BertModel(bert_config(layers, hidden)).save_pretrained(folder)

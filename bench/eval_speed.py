@@ -30,8 +30,8 @@ from pathlib import Path
 
 import torch
 
-from simcse_weince.model_sources import resolve_model_path
-from simcse_weince.paths import senteval_root
+from simcse_weince.core.model_sources import resolve_model_path
+from simcse_weince.core.paths import senteval_root
 
 # The evaluation and the encoders are imported where they are used: a bad option is refused before they load.
 

@@ -48,7 +48,7 @@ def timed(cmd: list[str]) -> float:
 
 
 def ours(out: Path, replications: int, seed: int) -> list[str]:
-    return [sys.executable, "-m", "simcse_weince.cli.simulate", "e1", "--replications", str(replications),
+    return [sys.executable, "-m", "weince_lab.simulate", "e1", "--replications", str(replications),
             "--seed", str(seed), "--out", str(out)]  # fmt: skip
 
 

@@ -100,7 +100,7 @@ def data_point(mode: str, path: str, cache_root: str) -> dict:
     import datasets
     from transformers import AutoTokenizer
 
-    from simcse_weince.model_sources import OFFLINE_MINILM, resolve_model_path
+    from simcse_weince.core.model_sources import OFFLINE_MINILM, resolve_model_path
     from simcse_weince.text.data import SimCSECollator
     from simcse_weince.text.reading import TextStats
     from simcse_weince.text.sources import ReadOptions, open_sources

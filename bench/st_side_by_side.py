@@ -52,7 +52,7 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def data_root() -> Path:
-    from simcse_weince.paths import data_root as configured
+    from simcse_weince.core.paths import data_root as configured
 
     return configured() or REPO.parent / "shared" / "data"
 
@@ -151,7 +151,7 @@ def ours_argv(recipe: str, opts: argparse.Namespace, out: str) -> list[str]:
 def st_model(opts: argparse.Namespace) -> Any:
     from sentence_transformers import SentenceTransformer
 
-    from simcse_weince.model_sources import resolve_model_path
+    from simcse_weince.core.model_sources import resolve_model_path
 
     model = SentenceTransformer(str(resolve_model_path(opts.model)), device=opts.device)
     model.max_seq_length = opts.max_len
@@ -190,7 +190,7 @@ def encode_seconds(side: str, opts: argparse.Namespace) -> dict[str, float]:
     """Wall time of encoding STS-B test's sentences (after a warm-up batch), each tool with its defaults."""
     s = stsb_test_sentences()
     if side == "ours":
-        from simcse_weince.model_sources import resolve_model_path
+        from simcse_weince.core.model_sources import resolve_model_path
         from simcse_weince.text.encoder import load_text_encoder
 
         encoder = load_text_encoder(resolve_model_path(opts.model), device=opts.device)

@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-exec "$PY" -m experiments.gpu_check "$@"
+exec "$PY" -m weince_lab.experiments.gpu_check "$@"

@@ -8,6 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
-exec "$PY" -m experiments.text_runs --config configs/unsup_bert_base.yaml \
+exec "$PY" -m weince_lab.experiments.text_runs --config configs/unsup_bert_base.yaml \
     --variants infonce weince-ols --seeds 0 1 2 --eval_tasks all --eval_mode test \
     --out experiments/results/paper_scale "$@"

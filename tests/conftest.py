@@ -31,7 +31,7 @@ def shared_data() -> Path:
 
 
 def _minilm_dir() -> Path:
-    from simcse_weince.model_sources import offline_minilm_path
+    from simcse_weince.core.model_sources import offline_minilm_path
 
     path = offline_minilm_path()
     if path is None:
@@ -106,7 +106,7 @@ def _isolated_token_cache(token_cache_home: Path, monkeypatch: pytest.MonkeyPatc
 
 
 # The longest tests (whole scripts in subprocesses: a minute or more each on 2 cores), started first.
-LONGEST = ("tests/experiments/", "tests/bench/")
+LONGEST = ("tests/lab/experiments/", "tests/bench/")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,4 +1,4 @@
-"""Files replaced whole (``simcse_weince/atomic.py``): the new version or the previous one, never half a file; no
+"""Files replaced whole (``simcse_weince/core/atomic.py``): the new version or the previous one, never half a file; no
 temporary file left; the mode a plain ``open()`` gives."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from simcse_weince.atomic import atomic_file, write_text_atomic
+from simcse_weince.core.atomic import atomic_file, write_text_atomic
 
 
 def test_the_file_is_replaced_whole_and_nothing_else_is_left(tmp_path: Path) -> None:

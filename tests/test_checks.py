@@ -1,6 +1,6 @@
-"""The settings checker (:mod:`simcse_weince.checks`): each check against values it must accept and values it
+"""The settings checker (:mod:`simcse_weince.core.checks`): each check against values it must accept and values it
 must refuse (interval ends, nan, inf, bools, strings, integral floats, None), the one wording of its message, and
-:func:`~simcse_weince.checks.check_fields` on a dataclass."""
+:func:`~simcse_weince.core.checks.check_fields` on a dataclass."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from simcse_weince import checks
+from simcse_weince.core import checks
 
 NAN, INF = math.nan, math.inf
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from simcse_weince.devices import check_device
+from simcse_weince.core.devices import check_device
 
 
 @pytest.mark.parametrize("device", [None, "cpu", "cpu:0", " cpu ", "xpu", "xpu:1"])

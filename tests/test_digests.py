@@ -1,4 +1,4 @@
-"""Content digests (``simcse_weince/digests.py``): the block tree equals a plain loop over the blocks, whatever the
+"""Content digests (``simcse_weince/core/digests.py``): the block tree equals a plain loop over the blocks, whatever the
 threads; damage is named per file."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from simcse_weince import digests
+from simcse_weince.core import digests
 
 
 def loop_reference(data: bytes, block: int) -> str:

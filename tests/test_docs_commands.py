@@ -9,7 +9,7 @@ command itself would parse it, without running anything heavy (no model, no data
 * ``python evaluate_sts.py`` / ``simcse-evaluate`` and ``python -m simcse_weince.cli.diagnose`` /
   ``simcse-diagnose``: the command's own ``build_parser().parse_args``;
 * ``accelerate launch [flags] SCRIPT|-m MODULE ARGS``: accelerate's launch parser, then SCRIPT ARGS as above;
-* ``python -m experiments.X ARGS``: ``--help`` exits 0 in a subprocess, and ARGS go through the driver's own
+* ``python -m weince_lab.experiments.X ARGS``: ``--help`` exits 0 in a subprocess, and ARGS go through the driver's own
   argument parser (stopped right after parsing), plus the checks the driver makes before it runs anything;
 * ``bash experiments/X.sh ARGS``: the script runs with ``$PYTHON`` pointing at a stub that records the
   command line it would run, which is then checked as a ``python`` command.
@@ -173,7 +173,7 @@ def check_diagnose(args: list[str]) -> None:
 
 
 def check_simulate(args: list[str]) -> None:
-    from simcse_weince.cli.simulate import build_parser, check
+    from weince_lab.simulate import build_parser, check
 
     ns = _argparse(build_parser().parse_args, args, "simulate")
     try:
@@ -225,10 +225,13 @@ def _driver_args(module_name: str, args: list[str]) -> argparse.Namespace | None
     return None  # --help, or a main() that returned without parsing its arguments
 
 
+DRIVERS = "weince_lab.experiments."
+
+
 def check_experiment(module_name: str, args: list[str]) -> None:
-    name = module_name.removeprefix("experiments.")
-    if not (REPO / "experiments" / f"{name}.py").is_file():
-        raise CommandError(f"no such experiment driver: experiments/{name}.py")
+    name = module_name.removeprefix(DRIVERS)
+    if not (REPO / "weince_lab" / "experiments" / f"{name}.py").is_file():
+        raise CommandError(f"no such experiment driver: weince_lab/experiments/{name}.py")
     helped = _module_help(module_name)
     if helped.returncode != 0:
         raise CommandError(f"python -m {module_name} --help exited {helped.returncode}: {helped.stderr[-500:]}")
@@ -241,7 +244,7 @@ def check_experiment(module_name: str, args: list[str]) -> None:
     if config is not None and not Path(config).is_file():
         raise CommandError(f"{module_name}: --config {config}: no such file")
     if name == "text_runs":
-        from experiments.text_runs import variant_args
+        from weince_lab.experiments.text_runs import variant_args
 
         for v in ns.variants:
             try:
@@ -252,7 +255,7 @@ def check_experiment(module_name: str, args: list[str]) -> None:
     elif name in ("vision_cpu", "vision_batch"):
         check_training("vision", [ns.config, *getattr(ns, "extra", [])])
     elif name == "paper_protocol":
-        from experiments import paper_protocol
+        from weince_lab.experiments import paper_protocol
 
         if ns.config is None:
             ns.config = str(REPO / "configs/vision" / paper_protocol.PAPER_CONFIG)
@@ -262,7 +265,7 @@ def check_experiment(module_name: str, args: list[str]) -> None:
             raise CommandError(f"{module_name}: its options were refused (see the error line above)") from None
         check_training("vision", [ns.config, *ns.extra])
     elif name == "gpu_check":
-        from experiments.gpu_check import CHECKS
+        from weince_lab.experiments.gpu_check import CHECKS
 
         unknown = sorted(set(ns.only or ()) - set(CHECKS))
         if unknown:
@@ -274,7 +277,7 @@ PY_MODULES = {
     "simcse_weince.cli.train_vision": lambda a: check_training("vision", a),
     "simcse_weince.cli.evaluate": check_evaluate,
     "simcse_weince.cli.diagnose": check_diagnose,
-    "simcse_weince.cli.simulate": check_simulate,
+    "weince_lab.simulate": check_simulate,
     "simcse_weince.cli.mine": check_mine,
 }
 PY_SCRIPTS = {
@@ -286,7 +289,7 @@ CONSOLE_SCRIPTS = {  # the [project.scripts] of pyproject.toml -> the module who
     "simclr-train": "simcse_weince.cli.train_vision",
     "simcse-evaluate": "simcse_weince.cli.evaluate",
     "simcse-diagnose": "simcse_weince.cli.diagnose",
-    "simcse-simulate": "simcse_weince.cli.simulate",
+    "simcse-simulate": "weince_lab.simulate",
     "simcse-mine": "simcse_weince.cli.mine",
 }
 
@@ -298,7 +301,7 @@ def check_python(args: list[str]) -> None:
         if len(args) < 2:
             raise CommandError("python -m without a module")
         module, rest = args[1], args[2:]
-        if module.startswith("experiments."):
+        if module.startswith(DRIVERS):
             return check_experiment(module, rest)
         if module not in PY_MODULES:
             raise CommandError(f"python -m {module}: not a command this test knows how to check")
@@ -417,7 +420,7 @@ def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.syspath_prepend(str(REPO))  # `python -m experiments.X` from the repository root
+    monkeypatch.syspath_prepend(str(REPO))  # the drivers' children find the repository
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[c.id for c in COMMANDS])
@@ -461,7 +464,10 @@ def test_the_pages_have_commands() -> None:
         ("make no-such-target", "no target"),
         ("python evaluate_sts.py --model m --mode tst", "invalid choice"),
         ("accelerate launch --multi_gpu train_unsup.py configs/quickstart.yaml --sedd 1", "--sedd"),
-        ("python -m experiments.text_runs --config configs/quickstart.yaml --variants weince-mle", "unknown variant"),
+        (
+            "python -m weince_lab.experiments.text_runs --config configs/quickstart.yaml --variants weince-mle",
+            "unknown variant",
+        ),
         ("simcse-mine --pairs p.csv --model m --output o.csv --range_min 5 --range_max 2", "smaller than range_max"),
         ("simcse-mine --pairs p.csv --model m --output o.csv --sampling_strategy x", "invalid choice"),
         ("rm -rf outputs", "unknown command form"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simcse_weince.file_errors import brief
+from simcse_weince.core.file_errors import brief
 
 
 def test_a_short_message_is_kept_whole_on_one_line() -> None:

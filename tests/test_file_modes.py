@@ -1,4 +1,5 @@
-"""Saved files get the mode ``open()`` gives (``simcse_weince/file_modes.py``): widened from a temporary file's 0600
+"""Saved files get the mode ``open()`` gives (``simcse_weince/core/file_modes.py``): widened from a temporary file's
+0600
 to ``0o666 & ~umask``, never narrowed, the umask respected."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from simcse_weince.file_modes import current_umask, give_usual_modes
+from simcse_weince.core.file_modes import current_umask, give_usual_modes
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from simcse_weince import hardware
-from simcse_weince.hardware import slow_bf16_warning
+from simcse_weince.core import hardware
+from simcse_weince.core.hardware import slow_bf16_warning
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 
@@ -19,7 +19,7 @@ def test_avx2_limits_hide_the_bf16_units() -> None:
     """The slowest machines of the kind (AVX2 only) reproduced by torch's and oneDNN's ISA limits: torch then
     reports no native bf16, whatever this CPU has."""
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
-    code = "from simcse_weince.hardware import cpu_has_native_bf16; print(cpu_has_native_bf16())"
+    code = "from simcse_weince.core.hardware import cpu_has_native_bf16; print(cpu_has_native_bf16())"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -10,19 +10,21 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "simcse_weince"
+LAB = PACKAGE.parent / "weince_lab"
 
 # package -> packages it must never import (directly or inside a function)
-# (the command layer ``cli`` may import every library; no library imports it)
-# ``simulation`` imports ``losses`` and ``diagnostics`` only, and no library imports it.
+# (the command layer ``cli`` may import every library; no library imports it; ``core`` imports no other package)
 FORBIDDEN = {
-    "losses": {"training", "text", "vision", "evaluation", "diagnostics", "simulation", "cli"},
-    "training": {"text", "vision", "evaluation", "diagnostics", "simulation", "cli"},
-    "text": {"vision", "diagnostics", "simulation", "cli"},
-    "vision": {"text", "diagnostics", "evaluation", "simulation", "cli"},
-    "evaluation": {"text", "vision", "diagnostics", "training", "simulation", "cli"},
-    "diagnostics": {"simulation", "cli"},
-    "simulation": {"training", "text", "vision", "evaluation", "cli"},
+    "core": {"losses", "training", "text", "vision", "evaluation", "diagnostics", "cli"},
+    "losses": {"training", "text", "vision", "evaluation", "diagnostics", "cli"},
+    "training": {"text", "vision", "evaluation", "diagnostics", "cli"},
+    "text": {"vision", "diagnostics", "cli"},
+    "vision": {"text", "diagnostics", "evaluation", "cli"},
+    "evaluation": {"text", "vision", "diagnostics", "training", "cli"},
+    "diagnostics": {"cli"},
 }
+# the lab's simulation runs on the loss library and the diagnostics only (its command and drivers may use anything)
+SIMULATION_USES = {"core", "losses", "diagnostics"}
 
 
 def module_name(path: Path) -> str:
@@ -32,8 +34,12 @@ def module_name(path: Path) -> str:
 
 def imports(path: Path) -> list[tuple[str, list[str]]]:
     """(imported module, imported names) of every import statement in the file, nested ones included."""
+    return source_imports(path.read_text(encoding="utf-8"))
+
+
+def source_imports(source: str) -> list[tuple[str, list[str]]]:
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             out += [(a.name, []) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -73,15 +79,16 @@ def test_the_source_tree_is_found() -> None:
     assert expected <= set(MODULES)
 
 
-COMMANDS = ("train_text", "train_vision", "evaluate", "diagnose", "token_cache", "simulate", "mine")
+CLI = ("train_text", "train_vision", "evaluate", "diagnose", "token_cache", "mine")
+COMMANDS = {**{name: PACKAGE / "cli" / f"{name}.py" for name in CLI}, "simulate": LAB / "simulate.py"}
 MAX_RUN_LINES = 60
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_commands_stay_thin(command: str) -> None:
     """Each command parses, loads and calls the libraries: its ``run`` and every other function in at most 60
     lines (no pipeline hidden in a helper of the command)."""
-    tree = ast.parse((PACKAGE / "cli" / f"{command}.py").read_text(encoding="utf-8"))
+    tree = ast.parse(COMMANDS[command].read_text(encoding="utf-8"))
     functions = {n.name: n.end_lineno - n.lineno + 1 for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert "run" in functions
     assert {name: lines for name, lines in functions.items() if lines > MAX_RUN_LINES} == {}
@@ -98,16 +105,34 @@ def test_only_the_command_layer_parses_command_lines() -> None:
     assert not bad, bad
 
 
-def test_the_shared_modules_import_no_library_package() -> None:
-    """The top-level modules (``paths``, ``model_sources``, ``digests``, ``hardware``, ``strict_json``, ...) are the
-    core every library may use: importing ``text/``, ``vision/`` or any other package from one of them would make
-    each library depend, through it, on its siblings (``model_sources`` once imported ``vision.model``)."""
+def test_the_package_root_holds_only_its_face_and_folders() -> None:
+    """A user opening ``simcse_weince/`` meets the product's rooms: the utilities live in ``core/``."""
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py"]
+
+
+def lab_imports(source: str) -> set[str]:
+    return {module for module, _ in source_imports(source) if module.split(".")[0] == "weince_lab"}
+
+
+def test_the_lab_check_sees_every_import() -> None:
+    """An import of the lab is found at the top of a module and inside a function; a look-alike name is not one."""
+    source = "def f():\n    from weince_lab.simulation import universe\nimport weince_lab\nimport weince_labs\n"
+    assert lab_imports(source) == {"weince_lab", "weince_lab.simulation"}
+
+
+def test_the_library_imports_nothing_from_the_lab() -> None:
+    """Research code (``weince_lab``: simulation, ``simcse-simulate``, the experiment drivers) stands beside the
+    library; ``simcse_weince`` works without it."""
+    bad = {name: found for name, path in MODULES.items() if (found := lab_imports(path.read_text("utf-8")))}
+    assert bad == {}
+
+
+def test_the_simulation_uses_the_loss_library_only() -> None:
     bad = [
-        f"{src} imports {dst}"
-        for src, dsts in graph().items()
-        if src.count(".") == 1 and subpackage(src) is None
-        for dst in dsts
-        if subpackage(dst) is not None
+        f"{path.relative_to(LAB)} imports {module}"
+        for path in sorted((LAB / "simulation").rglob("*.py"))
+        for module, _ in imports(path)
+        if module.startswith("simcse_weince.") and module.split(".")[1] not in SIMULATION_USES
     ]
     assert not bad, bad
 
@@ -153,10 +178,10 @@ def test_no_private_names_across_packages() -> None:
     assert not bad, bad
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_command_runs_as_a_module(command: str) -> None:
     """``python -m simcse_weince.cli.<command>`` runs its ``main`` (the docs use that form)."""
-    tree = ast.parse((PACKAGE / "cli" / f"{command}.py").read_text(encoding="utf-8"))
+    tree = ast.parse(COMMANDS[command].read_text(encoding="utf-8"))
     guards = [n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
     assert guards and "SystemExit(main())" in ast.unparse(guards[0])
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simcse_weince.model_sources import (
+from simcse_weince.core.model_sources import (
     ENV_MINILM,
     OFFLINE_MINILM,
     ModelSourceError,

@@ -1,8 +1,8 @@
-"""The one "same settings as the saved run?" comparison (``simcse_weince/setting_changes.py``)."""
+"""The one "same settings as the saved run?" comparison (``simcse_weince/core/setting_changes.py``)."""
 
 from __future__ import annotations
 
-from simcse_weince.setting_changes import setting_changes
+from simcse_weince.core.setting_changes import setting_changes
 
 
 def test_the_same_settings_are_no_change_and_other_ones_are_listed_sorted() -> None:

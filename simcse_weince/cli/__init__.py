@@ -6,9 +6,8 @@
 * :mod:`~simcse_weince.cli.diagnose`: extreme-value diagnostics (``python -m simcse_weince.cli.diagnose``,
   ``simcse-diagnose``);
 * :mod:`~simcse_weince.cli.token_cache`: builds a training text's token cache (``simcse-token-cache``);
-* :mod:`~simcse_weince.cli.simulate`: the ground-truth experiments E1–E3 and the Ground truth II sweeps
-  (``simcse-simulate``).
+* the ground-truth command ``simcse-simulate`` is the lab's (:mod:`weince_lab.simulate`).
 
-The libraries (``losses``, ``training``, ``text``, ``vision``, ``evaluation``, ``diagnostics``, ``simulation``)
+The libraries (``losses``, ``training``, ``text``, ``vision``, ``evaluation``, ``diagnostics``)
 never import this package (``tests/test_layout.py``).
 """

@@ -18,8 +18,11 @@ import numpy as np
 import torch
 import yaml
 
-from simcse_weince import strict_json
 from simcse_weince.cli.errors import command_main
+from simcse_weince.core import strict_json
+from simcse_weince.core.model_sources import check_model_source, resolve_model_path
+from simcse_weince.core.paths import resolve_data_path, senteval_root
+from simcse_weince.core.stopping import kept_on_stop
 from simcse_weince.diagnostics.geometry import alignment, uniformity
 from simcse_weince.diagnostics.link import select_link
 from simcse_weince.diagnostics.plots import plot_lambda, plot_link, plot_stability, plot_tail
@@ -28,9 +31,6 @@ from simcse_weince.diagnostics.scores import EmbeddedBatch, negative_scores, pos
 from simcse_weince.diagnostics.text_geometry import stsb_sentences_and_pairs, text_geometry
 from simcse_weince.diagnostics.weince_summary import batch_statistics, summarise
 from simcse_weince.losses import LOSSES, ContrastiveLoss
-from simcse_weince.model_sources import check_model_source, resolve_model_path
-from simcse_weince.paths import resolve_data_path, senteval_root
-from simcse_weince.stopping import kept_on_stop
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import ConfigError
 from simcse_weince.vision.model import simclr_folder

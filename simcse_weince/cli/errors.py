@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from simcse_weince.stopping import Stopped, Terminated, TerminationHandler
+from simcse_weince.core.stopping import Stopped, Terminated, TerminationHandler
 
 __all__ = ["EXIT_STOPPED", "EXIT_USAGE", "Stopped", "command_main", "cut_long", "one_line", "run_command"]
 
@@ -94,7 +94,7 @@ def one_line(err: BaseException) -> str:
 
 def run_command(run: Callable[[Sequence[str]], Any], argv: Sequence[str]) -> tuple[Any, int]:
     """``(run(argv), 0)``, or ``(None, code)`` after printing one ``error:`` / ``stopped:`` line. ``SIGTERM`` is
-    handled as Ctrl-C is (:class:`~simcse_weince.stopping.TerminationHandler`): the command keeps what it can."""
+    handled as Ctrl-C is (:class:`~simcse_weince.core.stopping.TerminationHandler`): the command keeps what it can."""
     with TerminationHandler():
         return _run(run, argv)
 

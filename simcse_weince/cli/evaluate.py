@@ -11,10 +11,14 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcse_weince import checks
 from simcse_weince.cli.errors import Stopped, command_main
-from simcse_weince.devices import FORMS as DEVICE_FORMS
-from simcse_weince.devices import check_device
+from simcse_weince.core import checks
+from simcse_weince.core.devices import FORMS as DEVICE_FORMS
+from simcse_weince.core.devices import check_device
+from simcse_weince.core.hardware import warn_if_slow_bf16
+from simcse_weince.core.model_sources import check_model_source, looks_like_path, resolve_model_path
+from simcse_weince.core.paths import resolve_data_path, senteval_root
+from simcse_weince.core.stopping import Terminated
 from simcse_weince.evaluation.retrieval import SEARCHES
 from simcse_weince.evaluation.runner import (
     MODES,
@@ -26,10 +30,6 @@ from simcse_weince.evaluation.runner import (
 )
 from simcse_weince.evaluation.senteval_classifier import ENGINES
 from simcse_weince.evaluation.transfer import CLASSIFIERS, classifier_device
-from simcse_weince.hardware import warn_if_slow_bf16
-from simcse_weince.model_sources import check_model_source, looks_like_path, resolve_model_path
-from simcse_weince.paths import resolve_data_path, senteval_root
-from simcse_weince.stopping import Terminated
 from simcse_weince.text.checkpoint import checkpoint_folder
 from simcse_weince.text.encoder import load_text_encoder
 from simcse_weince.text.poolers import POOLERS
@@ -128,7 +128,7 @@ def _seed(name: str, value: object, owner: object = None) -> None:
         checks.fail(name, f"an integer in [0, {SEED_MAX}]", value)
 
 
-# the integer options' checks (:mod:`simcse_weince.checks`); --max_length unset is the model's own limit
+# the integer options' checks (:mod:`simcse_weince.core.checks`); --max_length unset is the model's own limit
 INT_CHECKS = {
     "batch_size": checks.integer_at_least(1),
     "max_length": checks.integer_at_least(MIN_SEQ_LENGTH),

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from simcse_weince.cli.errors import command_main
-from simcse_weince.devices import check_device
-from simcse_weince.model_sources import check_model_source
-from simcse_weince.stopping import kept_on_stop
+from simcse_weince.core.devices import check_device
+from simcse_weince.core.model_sources import check_model_source
+from simcse_weince.core.stopping import kept_on_stop
 from simcse_weince.text.mining import (
     SAMPLING_STRATEGIES,
     MiningSettings,

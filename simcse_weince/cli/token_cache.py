@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simcse_weince.cli.errors import command_main
-from simcse_weince.paths import resolve_data_path
+from simcse_weince.core.paths import resolve_data_path
 from simcse_weince.text.token_cache import CacheInfo, default_cache_root, format_bytes, list_caches, remove_caches
 
 

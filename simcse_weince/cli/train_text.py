@@ -17,10 +17,10 @@ from pathlib import Path
 from transformers import AutoTokenizer, TrainerCallback
 
 from simcse_weince.cli.errors import command_main
+from simcse_weince.core.hardware import warn_if_slow_bf16
+from simcse_weince.core.model_sources import check_model_source
+from simcse_weince.core.paths import resolve_data_path, senteval_root
 from simcse_weince.evaluation.sts_data import STSTask, load_sts_task
-from simcse_weince.hardware import warn_if_slow_bf16
-from simcse_weince.model_sources import check_model_source
-from simcse_weince.paths import resolve_data_path, senteval_root
 from simcse_weince.text.arguments import DataArguments, ModelArguments, SimCSETrainingArguments
 from simcse_weince.text.checkpoint import inference_settings
 from simcse_weince.text.corpus import describe_rows, prepare_corpus
@@ -61,7 +61,12 @@ def evaluation_tasks(data: DataArguments, metric: str | None) -> tuple[dict, dic
         ValueError: ``metric`` is not one the validation reports.
     """
     chosen = parse_validation(data.validation)
-    record = {"setting": chosen.spec, "label": chosen.label, "metric": chosen.check_metric(metric)}
+    record = {
+        "setting": chosen.spec,
+        "label": chosen.label,
+        "metric": chosen.check_metric(metric),
+        "pairs": chosen.dev.pairs,
+    }
     key = "stsb_dev" if chosen.spec == "stsb" else "validation"
     tasks = {key: (chosen, chosen.load(senteval_folder(data), data.eval_max_pairs))}
     if data.eval_test_at_end:

@@ -18,7 +18,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from simcse_weince.cli.errors import command_main
-from simcse_weince.hardware import warn_if_slow_bf16
+from simcse_weince.core.hardware import warn_if_slow_bf16
 from simcse_weince.training.arguments import LossArguments
 from simcse_weince.training.config import parse_config, save_run_info
 from simcse_weince.training.ending import exit_code, finish_run

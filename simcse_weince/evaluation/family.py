@@ -95,14 +95,13 @@ class TaskFamily(ABC):
         name: the family's word in ``--tasks`` and its key in the report's JSON (``sts``, ``transfer``).
         average_label: the report column averaging its tasks' headline numbers (``STS Avg.``).
         path_prefix: the prefix of a task spec that ends in a user's path (``retrieval:``), if the family has one.
-        dev_forms: how a ``validation`` setting names the family's dev sets, for messages (``stsb (STS-B dev)``);
-            empty when none of its tasks is one.
+        path_hint: what that path is, for messages (``a BEIR folder or its qrels file``).
     """
 
     name: str
     average_label: str
     path_prefix: str | None = None
-    dev_forms: tuple[str, ...] = ()
+    path_hint: str = ""
 
     @property
     @abstractmethod
@@ -158,6 +157,20 @@ class TaskFamily(ABC):
     def detail(self, results: Mapping[str, TaskResult], mode: str) -> str | None:
         """An optional table of every metric of every task, printed after the main table."""
         return None
+
+    def dev_forms(self) -> tuple[str, ...]:
+        """How a ``validation`` setting names the family's dev sets, for messages and ``--help``, derived from
+        :meth:`dev_set` over its built-in tasks and its path form: ``stsb (STS-B dev: stsb_spearman, stsb_pearson)``,
+        ``retrieval:PATH (a BEIR folder or its qrels file: retrieval_ndcg@10, retrieval_mrr@10, ...)``; empty when
+        none of its tasks is one."""
+        path = [self.path_prefix + "PATH"] if self.path_prefix else []
+        forms = []
+        for task in [*self.builtin_tasks, *path]:
+            if (dev := self.dev_set(task)) is not None:
+                what = self.path_hint if task in path and self.path_hint else dev.label
+                metrics = ", ".join(dev.metrics[:2]) + (", ..." if len(dev.metrics) > 2 else "")
+                forms.append(f"{dev.spec} ({what}: {metrics})")
+        return tuple(forms)
 
     def dev_set(self, task: str) -> DevSet | None:
         """How ``task`` (a resolved name) serves as a training run's dev set, or ``None``: it cannot (the default)."""

@@ -30,8 +30,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simcse_weince.core.textfiles import json_lines, read_lines
 from simcse_weince.evaluation.sts_data import SICK_FILES, load_stsb, normalise_sentence
-from simcse_weince.textfiles import json_lines, read_lines
 
 QRELS_HINT = "TAB-separated query-id, corpus-id, score (BEIR's qrels/<split>.tsv)"
 

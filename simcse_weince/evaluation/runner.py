@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from simcse_weince import strict_json
-from simcse_weince.atomic import write_text_atomic
+from simcse_weince.core import strict_json
+from simcse_weince.core.atomic import write_text_atomic
+from simcse_weince.core.file_errors import writing
 from simcse_weince.evaluation.encoder import Encoder
 from simcse_weince.evaluation.families import FAMILIES
 from simcse_weince.evaluation.family import MODES, RunOptions, TaskResult
-from simcse_weince.file_errors import writing
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simcse_weince.file_errors import refuse_folder
-from simcse_weince.textfiles import delimiter_hint, json_lines, read_lines
+from simcse_weince.core.file_errors import refuse_folder
+from simcse_weince.core.textfiles import delimiter_hint, json_lines, read_lines
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),

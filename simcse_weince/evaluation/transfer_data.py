@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simcse_weince.textfiles import read_lines
+from simcse_weince.core.textfiles import read_lines
 
 TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 BINARY_FILES = {

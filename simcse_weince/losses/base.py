@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from simcse_weince import checks
+from simcse_weince.core import checks
 from simcse_weince.losses.layout import BatchKind, Layout, Negatives, ScoreMatrix, score_matrix, validate_layout
 from simcse_weince.losses.topm import TopMConfig, TopMTerms
 
@@ -39,7 +39,7 @@ class ContrastiveLoss(nn.Module):
 
     * ``name`` (the ``--loss`` value) and ``display_name`` (model cards, tables);
     * ``Config``, a frozen dataclass of its settings whose fields carry their checks and help texts
-      (:func:`~simcse_weince.checks.setting`): the training arguments are generated from it, and
+      (:func:`~simcse_weince.core.checks.setting`): the training arguments are generated from it, and
       :meth:`from_config` builds the loss from one;
     * ``diagnostic_keys``, the entries of ``last_diagnostics`` the trainer logs, and :meth:`run_summary`, what a
       run's ``results.json`` says of them;

@@ -7,7 +7,7 @@ from dataclasses import field
 
 import torch
 
-from simcse_weince import checks
+from simcse_weince.core import checks
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from simcse_weince import checks
+from simcse_weince.core import checks
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
 from simcse_weince.losses.link import (

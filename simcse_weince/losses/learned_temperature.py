@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from simcse_weince import checks
+from simcse_weince.core import checks
 from simcse_weince.losses.learned_link import LearnedLinkLoss
 from simcse_weince.losses.link import a_max_field, check_start, temperature_field
 

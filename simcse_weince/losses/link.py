@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from simcse_weince import checks
+from simcse_weince.core import checks
 from simcse_weince.losses.distributed import is_distributed
 from simcse_weince.losses.logits import shortfall
 

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simcse_weince import checks
+from simcse_weince.core import checks
 from simcse_weince.losses.distributed import all_gather_no_grad, rank_and_world_size
 from simcse_weince.losses.layout import ScoreMatrix
 from simcse_weince.losses.logits import shortfall

@@ -10,7 +10,7 @@ from typing import Any, Literal, get_args
 
 import torch
 
-from simcse_weince import checks
+from simcse_weince.core import checks
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.distributed import all_gather_no_grad
 from simcse_weince.losses.layout import Layout, ScoreMatrix, masked_cross_entropy

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simcse_weince.checks import check_at_least, check_choice
+from simcse_weince.core.checks import check_at_least, check_choice
 from simcse_weince.text.columns import check_text_columns
 from simcse_weince.text.poolers import Pooler
 from simcse_weince.text.positions import MIN_SEQ_LENGTH
 from simcse_weince.text.sources import COLUMN_SUFFIXES, check_file_name, column_format
-from simcse_weince.text.validation import parse_validation
+from simcse_weince.text.validation import dev_forms, parse_validation
 from simcse_weince.training.arguments import ContrastiveTrainingArguments
 
 
@@ -121,14 +121,13 @@ class DataArguments:
     validation: str = field(
         default="stsb",
         metadata={
-            "help": "What the best checkpoint is chosen on, one task as evaluate_sts.py --tasks names it whose family "
-            "has a dev set: stsb (STS-B dev, the default), sts:PATH (a CSV/TSV/JSONL file of sentence1, sentence2, "
-            "score) or retrieval:PATH (a BEIR folder, its qrels/dev.tsv, or a qrels file); metric_for_best_model "
-            "names the metric (stsb_spearman; sts_spearman; retrieval_ndcg@10, retrieval_mrr@10, ...)."
+            "help": lambda: "What the best checkpoint is chosen on (default stsb), one task as evaluate_sts.py --tasks "
+            f"names it whose family declares a dev set: {dev_forms()}; metric_for_best_model names one of its metrics."
         },
     )
     eval_max_pairs: int | None = field(
-        default=None, metadata={"help": "Evaluate on the first N pairs of the STS validation (and STS-B test)."}
+        default=None,
+        metadata={"help": "Score only the first N pairs of a validation of sentence pairs (and of STS-B test)."},
     )
     eval_test_at_end: bool = field(default=True, metadata={"help": "Score STS-B test with the final model."})
     eval_batch_size: int = field(default=128, metadata={"help": "Batch size of the STS encoder."})

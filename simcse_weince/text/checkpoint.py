@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from simcse_weince.digests import folder_damage
-from simcse_weince.file_errors import FileFault, reading
+from simcse_weince.core.digests import folder_damage
+from simcse_weince.core.file_errors import FileFault, reading
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
 from simcse_weince.text.poolers import validate_pooler
 

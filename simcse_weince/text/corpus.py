@@ -9,8 +9,8 @@ import numpy as np
 from datasets import Dataset
 from transformers import TrainingArguments
 
+from simcse_weince.core.paths import resolve_data_path
 from simcse_weince.losses.duplicates import ABSENT_KEY
-from simcse_weince.paths import resolve_data_path
 from simcse_weince.text.arguments import DataArguments
 from simcse_weince.text.data import single_row_tail, token_column_names
 from simcse_weince.text.reading import TextStats

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from simcse_weince.core.file_errors import reading
 from simcse_weince.evaluation.encoder import autocast_context, unique_in_order
-from simcse_weince.file_errors import reading
 from simcse_weince.text.checkpoint import (
     DAMAGED_MODEL,
     UnsupportedSentenceTransformer,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from simcse_weince.file_modes import give_usual_modes
+from simcse_weince.core.file_modes import give_usual_modes
 from simcse_weince.text.model import SimCSEModel, inference_max_length
 
 logger = logging.getLogger(__name__)

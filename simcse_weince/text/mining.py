@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from simcse_weince import checks, memory
+from simcse_weince.core import checks, memory
 from simcse_weince.text.columns import ReadOptions
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources import open_sources
@@ -90,7 +90,7 @@ class MiningSettings:
         self.check()
 
     def check(self) -> None:
-        """Raises ValueError naming the setting, its value and what was expected (:mod:`simcse_weince.checks`)."""
+        """Raises ValueError naming the setting, its value and what was expected (:mod:`simcse_weince.core.checks`)."""
         checks.check_fields(self)
         for name in _SCORE_GUARDS:  # the wording "<name> must be a finite number", not "None or ...": pinned
             value = getattr(self, name)

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simcse_weince import strict_json
-from simcse_weince.atomic import atomic_file
+from simcse_weince.core import strict_json
+from simcse_weince.core.atomic import atomic_file
 from simcse_weince.text.mining import MinedNegatives, MiningSettings, Pairs
 from simcse_weince.text.mining_report import plot_scores, score_summary
 from simcse_weince.text.row_files import ROW_FILE_SUFFIXES, check_new_file, write_rows

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simcse_weince.atomic import atomic_file
+from simcse_weince.core.atomic import atomic_file
 from simcse_weince.text.mining import MinedNegatives, MiningSettings
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)

@@ -116,10 +116,11 @@ def inference_description(normalize: bool, base_max_len: int | None, limit: int)
 
 def score_label(key: str, max_pairs: int | None, validation: dict | None = None) -> str:
     """``stsb_dev`` -> ``STS-B dev``, or ``STS-B dev (first 100 pairs)`` for a subset score; ``validation`` -> the
-    user's validation and its metric (``retrieval folder X, retrieval_ndcg@10``)."""
+    user's validation and its metric (``retrieval folder X, retrieval_ndcg@10``), cut to ``max_pairs`` when its
+    dev set is scored on pairs (the record's ``pairs``, :attr:`~simcse_weince.evaluation.family.DevSet.pairs`)."""
     if key == "validation":
-        label = f"{(validation or {}).get('label', 'validation')}, {(validation or {}).get('metric', '')}"
-        is_sts = (validation or {}).get("setting", "").startswith("sts:")
-        return label if max_pairs is None or not is_sts else f"{label} (first {max_pairs} pairs)"
+        validation = validation or {}
+        label = f"{validation.get('label', 'validation')}, {validation.get('metric', '')}"
+        return label if max_pairs is None or not validation.get("pairs") else f"{label} (first {max_pairs} pairs)"
     label = "STS-B " + key.split("_")[1]
     return label if max_pairs is None else f"{label} (first {max_pairs} pairs)"

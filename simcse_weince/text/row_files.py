@@ -1,5 +1,5 @@
 """Writing text rows as a file the training reader reads back: CSV (a header row) or Parquet (string columns),
-chosen by the file's suffix; every file is written atomically (:func:`~simcse_weince.atomic.atomic_file`: a
+chosen by the file's suffix; every file is written atomically (:func:`~simcse_weince.core.atomic.atomic_file`: a
 temporary file beside it, then ``os.replace``), so a reader or an interrupted run never sees half a file.
 
 The CSV is Python's ``excel`` dialect, which the reader parses strictly
@@ -13,8 +13,8 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcse_weince.atomic import atomic_file
-from simcse_weince.file_errors import refuse_folder
+from simcse_weince.core.atomic import atomic_file
+from simcse_weince.core.file_errors import refuse_folder
 
 ROW_FILE_SUFFIXES = (".csv", ".parquet")
 

@@ -43,7 +43,7 @@ def check_pooler(pooler: str | None) -> None:
 
 
 def load_sentence_transformer(source: str, pooler: str | None = None, device: str | None = None):
-    """``source`` (a checked model source: :func:`~simcse_weince.model_sources.check_model_source`) as a
+    """``source`` (a checked model source: :func:`~simcse_weince.core.model_sources.check_model_source`) as a
     ``SentenceTransformer`` on ``device``, in fp32 however it was stored.
 
     Args:

@@ -16,7 +16,7 @@ negatives) has those three for each column ``j``, suffixed ``_j`` after the firs
 counted, and a corpus left with none is an error.
 
 The folder's name is a hash of everything the rows depend on: each file's absolute path, size and content
-digest (:func:`~simcse_weince.digests.file_digest`, streamed; and whether its unterminated last line is dropped;
+digest (:func:`~simcse_weince.core.digests.file_digest`, streamed; and whether its unterminated last line is dropped;
 a column file adds its format, the columns read and ``skip_bad_rows``: each source's ``identity()``), the
 tokenizer's vocabulary and pipeline, ``max_length`` and the cache's format version. Anything else changes the
 name and a new cache is built; the old one stays until deleted (:func:`list_caches`, :func:`remove_caches`: the command
@@ -24,7 +24,7 @@ name and a new cache is built; the old one stays until deleted (:func:`list_cach
 place, so a half-written cache is never read and two builders racing on a shared disk leave one complete copy.
 ``digests.json`` holds the digest of each of its files: a cache damaged since (a truncated or changed Arrow file)
 is found when it is next opened, and built again. A build that cannot write (a full disk, a file-size limit)
-ends in one error naming the cache folder (:class:`~simcse_weince.file_errors.FileFault`).
+ends in one error naming the cache folder (:class:`~simcse_weince.core.file_errors.FileFault`).
 
 Memory: the build holds one part's text and a batch of tokens at a time, whatever the file's size; the
 tokens are written batch by batch and read back memory-mapped. A process that only maps the cache adds the
@@ -48,8 +48,8 @@ from pathlib import Path
 import datasets
 import numpy as np
 
-from simcse_weince.digests import damage, folder_digests
-from simcse_weince.file_errors import reading, writing
+from simcse_weince.core.digests import damage, folder_digests
+from simcse_weince.core.file_errors import reading, writing
 from simcse_weince.losses.duplicates import ABSENT_KEY
 from simcse_weince.text.data import check_fast, token_column_names, tokenize_batch, tokenize_columns
 from simcse_weince.text.reading import TextStats
@@ -94,7 +94,7 @@ MAP_BATCH = 10_000
 WRITER_BATCH = 10_000  # rows per record batch when the map writes row by row
 HUB_PART_ROWS = 250_000  # rows of a Hub dataset per part (~ PART_BYTES of Wikipedia lines)
 PART_ROWS = HUB_PART_ROWS  # rows of a Parquet file per part
-DIGESTS = "digests.json"  # the digest of each file of a cache (simcse_weince.digests)
+DIGESTS = "digests.json"  # the digest of each file of a cache (simcse_weince.core.digests)
 DAMAGED_CACHE = (
     "remove it (python -m simcse_weince.cli.token_cache --clear) and run again: it is built again from the text"
 )

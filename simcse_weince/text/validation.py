@@ -1,11 +1,11 @@
 """What a training run validates on, to keep its best checkpoint: one evaluation task that its family declares as
 a dev set (:class:`~simcse_weince.evaluation.family.DevSet`), written as ``evaluate_sts.py --tasks`` writes it.
 
-Today's dev sets (``validation``, then the metrics × 100 that ``metric_for_best_model`` names, the Trainer adding
-``eval_``): ``stsb`` (STS-B dev, the default: ``stsb_spearman``, ``stsb_pearson``), ``sts:PATH`` (a CSV/TSV/JSONL
-file of sentence1, sentence2, score: ``sts_spearman``, ``sts_pearson``) and ``retrieval:PATH`` (a BEIR folder scored
-on its ``qrels/dev.tsv``, or the qrels file PATH names: ``retrieval_ndcg@10``, ``retrieval_mrr@10``, ...). The
-families (:mod:`simcse_weince.evaluation.families`) say which of their tasks are dev sets and what they report.
+The families (:mod:`simcse_weince.evaluation.families`) say which of their tasks are dev sets and what they report
+(:func:`dev_forms` lists them: the error message and ``--help`` are built from it); ``metric_for_best_model`` names
+one of a dev set's metrics (× 100; the Trainer adds ``eval_``). Today: ``stsb`` (STS-B dev, the default),
+``sts:PATH`` (a file of scored pairs) and ``retrieval:PATH`` (a BEIR folder scored on its ``qrels/dev.tsv``, or the
+qrels file PATH names).
 """
 
 from __future__ import annotations
@@ -90,9 +90,15 @@ def _dev_set(spec: str) -> DevSet:
         tasks = []
     dev = FAMILIES[tasks[0][0]].dev_set(tasks[0][1]) if len(tasks) == 1 else None
     if dev is None:
-        forms = [form for family in FAMILIES.values() for form in family.dev_forms]
-        raise ValueError(f"validation {spec!r}: expected {', '.join(forms[:-1])} or {forms[-1]}")
+        raise ValueError(f"validation {spec!r}: expected {dev_forms()}")
     return dev
+
+
+def dev_forms() -> str:
+    """Every dev set a ``validation`` setting may name, as the families declare them (for the error message and
+    ``--help``): ``stsb (STS-B dev: stsb_spearman, stsb_pearson), sts:PATH (...) or retrieval:PATH (...)``."""
+    forms = [form for family in FAMILIES.values() for form in family.dev_forms()]
+    return f"{', '.join(forms[:-1])} or {forms[-1]}" if len(forms) > 1 else "".join(forms)
 
 
 def parse_validation(spec: str) -> Validation:

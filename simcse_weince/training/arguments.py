@@ -17,8 +17,8 @@ from typing import Any, Literal, get_origin, get_type_hints
 import torch
 from transformers import TrainingArguments
 
-from simcse_weince import checks
-from simcse_weince.checks import check_at_least, check_choice
+from simcse_weince.core import checks
+from simcse_weince.core.checks import check_at_least, check_choice
 from simcse_weince.losses import LOSSES, ContrastiveLoss, WithTopMTerms, loss_configs
 from simcse_weince.losses.base import check_hard_negative_weight
 from simcse_weince.losses.layout import Layout

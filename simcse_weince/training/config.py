@@ -27,8 +27,8 @@ from typing import Any, NoReturn
 import yaml
 from transformers import HfArgumentParser
 
-from simcse_weince import checks, strict_json
-from simcse_weince.file_errors import writing
+from simcse_weince.core import checks, strict_json
+from simcse_weince.core.file_errors import writing
 
 
 class ConfigError(ValueError):
@@ -164,6 +164,9 @@ class _ConfigParser(HfArgumentParser):
         self._negative_number_matcher = NEGATIVE_NUMBER
         self.yaml_path, self.yaml_keys = yaml_path, yaml_keys
         self.flags: dict[str, list[str]] = {}  # dest -> the flag and its values as written on the command line
+        for action in self._actions:  # a help text derived from a registry (a callable) is written now
+            if callable(action.help):
+                action.help = action.help()
 
     def error(self, message: str) -> NoReturn:
         match = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", message, re.DOTALL)

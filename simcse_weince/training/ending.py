@@ -29,8 +29,8 @@ from typing import Any
 from transformers import Trainer
 
 import simcse_weince.training.run_folder as run_folder
-from simcse_weince.file_errors import writing
-from simcse_weince.file_modes import give_usual_modes
+from simcse_weince.core.file_errors import writing
+from simcse_weince.core.file_modes import give_usual_modes
 from simcse_weince.training.hub import HubPushError
 from simcse_weince.training.run import write_results
 from simcse_weince.training.run_record import RECORD, save_record

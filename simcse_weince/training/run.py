@@ -23,12 +23,12 @@ import datasets
 import transformers
 from transformers import Trainer, TrainerState, TrainingArguments, set_seed
 
-import simcse_weince.strict_json as strict_json
+import simcse_weince.core.strict_json as strict_json
 import simcse_weince.training.run_folder as run_folder
 import simcse_weince.training.run_record as run_record
-from simcse_weince.file_errors import FileFault
+from simcse_weince.core.file_errors import FileFault
+from simcse_weince.core.stopping import Stopped
 from simcse_weince.losses.base import ContrastiveLoss
-from simcse_weince.stopping import Stopped
 from simcse_weince.training.config import ConfigError
 from simcse_weince.training.hub import HubAccessError, check_hub_access, download_last_checkpoint, repo_name
 from simcse_weince.training.run_folder import kept
@@ -146,7 +146,7 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
 
     A resumed checkpoint that already reached the run's last step trains nothing: its weights (the best
     checkpoint's) are loaded and the run goes on to export and scoring. ``SIGTERM`` saves a checkpoint at the
-    next step boundary and ends in :class:`~simcse_weince.stopping.Stopped`, as Ctrl-C does (keeping the last
+    next step boundary and ends in :class:`~simcse_weince.core.stopping.Stopped`, as Ctrl-C does (keeping the last
     complete checkpoint); the message says what was kept and how to resume.
     """
     t0 = time.perf_counter()
@@ -253,7 +253,7 @@ def batch_used(per_device: int, rows: int, processes: int) -> int:
 
 def write_results(output_dir: str | Path, results: dict[str, Any]) -> Path:
     """``<output_dir>/results.json``, strict JSON: a score that is not a number is ``null``
-    (:mod:`~simcse_weince.strict_json`)."""
+    (:mod:`~simcse_weince.core.strict_json`)."""
     path = Path(output_dir) / "results.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(strict_json.dumps(results, indent=2, default=str), encoding="utf-8")

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock, Timeout
 
 import simcse_weince.training.run_record as run_record
-from simcse_weince.digests import TRANSIENT
-from simcse_weince.file_errors import FileFault
+from simcse_weince.core.digests import TRANSIENT
+from simcse_weince.core.file_errors import FileFault
 from simcse_weince.training.config import ConfigError
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def release(output_dir: str | Path) -> None:
 
 def is_temporary(name: str) -> bool:
     """A file a save writes beside its target and renames (``*.tmp*``, ``tmp*``), or a marker it deletes once done
-    (:data:`~simcse_weince.digests.TRANSIENT`): left there, the save did not end."""
+    (:data:`~simcse_weince.core.digests.TRANSIENT`): left there, the save did not end."""
     return ".tmp" in name or name.startswith("tmp") or name in TRANSIENT
 
 

@@ -4,7 +4,7 @@ The record is a flat mapping ``{"group.field": value}`` of the model, data and l
 only say where things go or how fast they run) and the training settings that change the trained weights:
 seed, batch, processes, schedule, optimiser, precision, gradient caching, evaluation cadence (it picks the best
 checkpoint). Local training files are identified by name, size and content digest
-(:func:`~simcse_weince.digests.file_digest`: a file edited in place is another file). The trainer writes it as
+(:func:`~simcse_weince.core.digests.file_digest`: a file edited in place is another file). The trainer writes it as
 ``run_record.json`` into each checkpoint folder with its model, and writes it again once every file of the
 checkpoint is saved, now with each file's digest under ``files`` (``null`` until then: a save that did not get
 that far is incomplete). Resuming and evaluation check the files against those digests
@@ -23,12 +23,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from simcse_weince import strict_json
-from simcse_weince.atomic import write_text_atomic
-from simcse_weince.digests import FILES_KEY, RECORD_FILE, damage, file_digest, folder_digests
+from simcse_weince.core import strict_json
+from simcse_weince.core.atomic import write_text_atomic
+from simcse_weince.core.digests import FILES_KEY, RECORD_FILE, damage, file_digest, folder_digests
+from simcse_weince.core.paths import resolve_data_path
+from simcse_weince.core.setting_changes import setting_changes
 from simcse_weince.losses import loss_configs
-from simcse_weince.paths import resolve_data_path
-from simcse_weince.setting_changes import setting_changes
 from simcse_weince.training.config import ConfigError, to_plain
 
 RECORD = RECORD_FILE
@@ -214,7 +214,7 @@ ADDED_SETTINGS: dict[str, Any] = {
 
 def differences(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``{key: (checkpoint's value, current value)}`` for every setting that differs, sorted
-    (:func:`~simcse_weince.setting_changes.setting_changes`; a key the checkpoint's record lacks has its
+    (:func:`~simcse_weince.core.setting_changes.setting_changes`; a key the checkpoint's record lacks has its
     :data:`ADDED_SETTINGS` value there)."""
     now = dict(current)
     old_labels = saved.get("data.train_files")

@@ -1,7 +1,7 @@
 """Clean stops: ``SIGTERM`` (what job schedulers send before preemption) never costs more than the steps since it.
 
 For the whole run (:func:`~simcse_weince.training.run.start_run` installs
-:class:`~simcse_weince.stopping.TerminationHandler` on the main thread; every command does too, in
+:class:`~simcse_weince.core.stopping.TerminationHandler` on the main thread; every command does too, in
 :func:`~simcse_weince.cli.errors.run_command`) a ``SIGTERM`` is one of two things:
 
 * while the training loop runs (:class:`SaveAndStopOnSigterm` defers it from ``on_train_begin`` to
@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 
-from simcse_weince.stopping import Terminated, TerminationHandler
+from simcse_weince.core.stopping import Terminated, TerminationHandler
 
 __all__ = ["SaveAndStopOnSigterm", "Terminated", "TerminationHandler"]
 

@@ -39,8 +39,8 @@ from torch.utils.data import DataLoader
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, EvalLoopOutput
 
-from simcse_weince.file_errors import FileFault, reading, writing
-from simcse_weince.file_modes import give_usual_modes
+from simcse_weince.core.file_errors import FileFault, reading, writing
+from simcse_weince.core.file_modes import give_usual_modes
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.training.grad_cache import batch_norm_layers, batch_rows, cached_contrastive_loss, split_batch
@@ -398,7 +398,7 @@ class ContrastiveTrainer(Trainer):
     def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
         """The Trainer's checkpoint save, then the record again with the digest of every file it wrote (the
         checkpoint's last write: a checkpoint without them did not finish saving). A failure to write (a full
-        disk, a file-size limit) ends in one :class:`~simcse_weince.file_errors.FileFault` naming the folder
+        disk, a file-size limit) ends in one :class:`~simcse_weince.core.file_errors.FileFault` naming the folder
         and what was kept: the half-written folder is removed, the previous checkpoints are untouched (the Trainer
         rotates them only after a save)."""
         folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simcse_weince import checks
-from simcse_weince.checks import check_at_least, check_choice
+from simcse_weince.core import checks
+from simcse_weince.core.checks import check_at_least, check_choice
 from simcse_weince.training.arguments import ContrastiveTrainingArguments
 from simcse_weince.vision.backbones import Backbone
 from simcse_weince.vision.data import ImageDataset

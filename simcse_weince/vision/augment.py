@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torchvision.transforms import v2
 
-from simcse_weince import checks
+from simcse_weince.core import checks
 
 # Per-dataset channel statistics (ImageNet's for everything but CIFAR).
 MEANS = {"cifar10": (0.4914, 0.4822, 0.4465), "cifar100": (0.5071, 0.4865, 0.4409)}

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from simcse_weince.model_sources import simclr_folder  # re-exported: a vision run's folder, found without torch
+from simcse_weince.core.model_sources import simclr_folder  # re-exported: a vision run's folder, found without torch
 from simcse_weince.vision.backbones import build_backbone
 
 

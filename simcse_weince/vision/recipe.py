@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import torch
 
-from simcse_weince.paths import resolve_data_path
+from simcse_weince.core.paths import resolve_data_path
 from simcse_weince.vision.arguments import SimCLRTrainingArguments, VisionDataArguments
 from simcse_weince.vision.augment import TwoViews, eval_transform, simclr_transform
 from simcse_weince.vision.data import Indexed, balanced_subset, load_image_dataset

@@ -66,7 +66,7 @@ def test_scaling_training_text_table_compares_the_cache_with_the_in_memory_path(
     # a timed ratio here failed under load, and speed belongs to the bench's own figures, not to assertions)
 
 
-# bench/eval_speed.py --classifiers runs in the GPU check's CPU smoke (tests/experiments/test_gpu_check.py), which
+# bench/eval_speed.py --classifiers runs in the GPU check's CPU smoke (tests/lab/experiments/test_gpu_check.py), which
 # checks its engines and figures on stored random embeddings.
 
 
@@ -96,7 +96,7 @@ def test_bf16_linear_bench_prints_both_times_and_their_ratio() -> None:
         from bf16_linear import main
     finally:
         sys.path.remove(str(REPO / "bench"))
-    from simcse_weince.hardware import cpu_has_native_bf16
+    from simcse_weince.core.hardware import cpu_has_native_bf16
 
     res = main(["--repeats", "2"])
     assert res["fp32_ms"] > 0 and res["bf16_ms"] > 0

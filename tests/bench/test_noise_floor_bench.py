@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 STAND_IN = """
 import argparse, csv
 from pathlib import Path
-from simcse_weince.simulation.noise_floor import closed_forms, simulate_noise_floor
+from weince_lab.simulation.noise_floor import closed_forms, simulate_noise_floor
 p = argparse.ArgumentParser()
 p.add_argument("--n-reps", type=int)
 p.add_argument("--out-dir", type=Path)

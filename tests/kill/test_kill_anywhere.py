@@ -117,8 +117,8 @@ def check_stop_then_again(command: Command, point: Point, sig: str, folder: Path
 # ---- the commands --------------------------------------------------------------------------------------------
 def resume_or_restart(folder: Path, cmd: list[str]) -> list[str]:
     """What a user runs after a stop of training: the stop's own advice, as the experiment drivers follow it
-    (:func:`experiments.common.continue_argv`: resume from the last complete checkpoint, else start over)."""
-    from experiments.common import continue_argv
+    (:func:`weince_lab.experiments.common.continue_argv`: resume from the last complete checkpoint, else start over)."""
+    from weince_lab.experiments.common import continue_argv
 
     return [*cmd, *continue_argv(folder)[0]]
 
@@ -288,7 +288,7 @@ def eval_command(tiny_bert_weights_dir: Path) -> Command:
 
 
 # ---- simcse-simulate (a ground-truth sweep, its cells in a pool of 2 workers) -----------------------------------
-SIMULATE_POINTS = (Point("between cells", "simcse_weince.simulation.cell_store:CellStore.add", 2),)
+SIMULATE_POINTS = (Point("between cells", "weince_lab.simulation.cell_store:CellStore.add", 2),)
 
 
 def sweep_outputs(out: Path) -> dict[str, bytes]:
@@ -300,13 +300,14 @@ def sweep_outputs(out: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def simulate_command() -> Command:
     def cmd(out: Path) -> list[str]:
-        return [sys.executable, "-m", "simcse_weince.cli.simulate", "negatives", "--quick", "--kernels", "endpoint",
+        return [sys.executable, "-m", "weince_lab.simulate", "negatives", "--quick", "--kernels", "endpoint",
                 "--ks", "4", "16", "--steps", "60", "--workers", "2", "--out", str(out)]  # fmt: skip
 
     return Command("simcse-simulate", cmd, lambda out, argv_: argv_, sweep_outputs)
 
 
-# ---- the MLM pretraining (experiments/pretrain_mlm.py --quick) --------------------------------------------------
+# ---- the MLM pretraining (weince_lab/experiments/pretrain_mlm.py --quick)
+# --------------------------------------------------
 MLM_POINTS = (
     Point("mid-step", "transformers.trainer:Trainer.training_step", 12),
     Point("during a save", "transformers.trainer:Trainer._save_checkpoint", 1),
@@ -333,7 +334,8 @@ def mlm_command(shared_data: Path, tmp_path_factory) -> Command:
     corpus.write_text("\n".join(lines[:1500]) + "\n", encoding="utf-8")
 
     def cmd(out: Path) -> list[str]:
-        return [sys.executable, "-m", "experiments.pretrain_mlm", "--quick", "--corpus", str(corpus), "--out",
+        return [sys.executable, "-m", "weince_lab.experiments.pretrain_mlm", "--quick", "--corpus", str(corpus),
+        "--out",
                 str(out), "--no_progress"]  # fmt: skip
 
     # the same command resumes (its own checkpoints); quick mode's resume equals the uninterrupted run to 1e-5
@@ -366,12 +368,14 @@ def test_stopped_then_run_again(
     check_stop_then_again(cmd, point, sig, tmp_path / "run", whole_run(cmd, tmp_path_factory))
 
 
-# ---- an experiment driver (experiments/text_runs.py), killed with -9 while its run trains ------------------------
+# ---- an experiment driver (weince_lab/experiments/text_runs.py), killed with -9 while its run trains
+# ------------------------
 def driver_argv(tiny_bert_dir: Path, wiki_sample: Path, folder: Path) -> list[str]:
     long = STEPS | {"max_steps": 60, "eval_steps": 10, "save_steps": 10}  # still training when the driver dies
     flags = text_run_args(tiny_bert_dir, wiki_sample, folder / "unused", **long)
     flags = flags[: flags.index("--output_dir")] + flags[flags.index("--output_dir") + 2 :]
-    return [sys.executable, "-m", "experiments.text_runs", "--config", "configs/quickstart.yaml", "--variants",
+    return [sys.executable, "-m", "weince_lab.experiments.text_runs", "--config", "configs/quickstart.yaml",
+    "--variants",
             "infonce", "--seeds", "0", "--eval_tasks", "STS12", "--eval_mode", "fast", "--runs_dir",
             str(folder / "runs"), "--out", str(folder / "summary"), "--extra", *flags]  # fmt: skip
 
@@ -385,8 +389,9 @@ def test_an_experiment_driver_killed_mid_run_leaves_nothing_running_and_resumes(
 ) -> None:
     """The driver killed with -9 once its run has a checkpoint: the run (a process of the driver's run server)
     gets SIGTERM, saves and stops, the server exits; the same driver command resumes the run to the uninterrupted
-    run's weights and scores. The drivers start runs through ``experiments/common.py`` (run server, ``run_child``)
-    or the simulation's worker pool only, so this holds for each of them (``tests/experiments/test_common.py``)."""
+    run's weights and scores. The drivers start runs through ``weince_lab/experiments/common.py`` (run server,
+    ``run_child``)
+    or the simulation's worker pool only, so this holds for each of them (``tests/lab/experiments/test_common.py``)."""
     whole = tmp_path / "whole"
     code, err, _ = run(driver_argv(tiny_bert_dir, wiki_sample, whole), env_for())
     assert code == 0, err[-3000:]

@@ -389,7 +389,7 @@ def test_range_max_is_limited_to_the_candidates_that_exist(
 def test_a_setting_that_needs_more_memory_than_there_is_is_refused_before_the_model_loads(
     pairs_csv, tiny_bert_weights_dir, tmp_path, capsys, monkeypatch
 ) -> None:
-    from simcse_weince import memory
+    from simcse_weince.core import memory
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model loaded before the error")

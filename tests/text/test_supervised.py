@@ -14,13 +14,13 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from experiments.sick_nli import build_rows, read_sick
 from simcse_weince.cli.train_text import run
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.duplicates import ABSENT_KEY
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.text.trainer import SimCSETrainer
 from tests.helpers import NO_DROPOUT, accelerate_runs, argv, text_run_args
+from weince_lab.experiments.sick_nli import build_rows, read_sick
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,9 +15,9 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from simcse_weince.cli.train_text import run
+from simcse_weince.core.paths import senteval_root
 from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import load_sts_task
-from simcse_weince.paths import senteval_root
 from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
 from tests.helpers import Interrupt, StopAt, accelerate_runs, argv

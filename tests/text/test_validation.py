@@ -4,6 +4,7 @@ metric named by ``metric_for_best_model``, recorded in run_config.yaml, results.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from simcse_weince.evaluation.retrieval_data import load_beir_folder, load_built
 from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import load_sts_task
 from simcse_weince.text import validation as validation_module
+from simcse_weince.text.model_card import score_label
 from simcse_weince.text.validation import Validation, ValidationEvaluator, parse_validation
 from tests.evaluation.test_families import HashEncoder, LengthFamily, LengthResult
 from tests.helpers import argv
@@ -65,6 +67,7 @@ def test_retrieval_folder_validation_keeps_the_checkpoint_it_ranks_best(
         "setting": f"retrieval:{folder}",
         "label": f"retrieval folder {folder}",
         "metric": "retrieval_mrr@10",
+        "pairs": False,
     }
     assert json.loads((out / "results.json").read_text())["validation"]["metric"] == "retrieval_mrr@10"
     assert f"validation: retrieval:{folder}" in (out / "run_config.yaml").read_text()
@@ -142,10 +145,9 @@ def test_the_evaluator_reports_what_the_evaluation_families_compute(
 class DevLengths(LengthFamily):
     """The toy family of the evaluation tests, declaring its task "long" a dev set: all a new validation needs."""
 
-    dev_forms = ("long (a few long sentences)",)
-
     def dev_set(self, task: str) -> DevSet | None:
-        return DevSet(self.name, task, task, "long sentences", "lengths", ("mean_norm",)) if task == "long" else None
+        dev = DevSet(self.name, task, task, "long sentences", "lengths", ("mean_norm",), pairs=True)
+        return dev if task == "long" else None
 
     def dev_scores(self, result: LengthResult) -> dict[str, float]:
         return {"mean_norm": result.mean_norm}
@@ -154,7 +156,10 @@ class DevLengths(LengthFamily):
         return len(loaded)
 
 
-def test_a_new_validation_is_a_family_declaring_its_dev_set(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_validation_is_a_family_declaring_its_dev_set(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A throwaway dev set declared by a family shows in the error message, ``--help`` and the card's label."""
     monkeypatch.setitem(FAMILIES, "lengths", DevLengths())
     _hash_encoded(monkeypatch)
     chosen = parse_validation("LONG")  # as --tasks names it
@@ -163,5 +168,13 @@ def test_a_new_validation_is_a_family_declaring_its_dev_set(monkeypatch: pytest.
     evaluator = ValidationEvaluator(chosen, chosen.load(None), tokenizer=None)
     norms = np.linalg.norm(HashEncoder().encode(["a long sentence", "another long one"]), axis=1)
     assert evaluator(None) == {"lengths_mean_norm": pytest.approx(norms.mean())} and evaluator.num_samples == 2
-    with pytest.raises(ValueError, match=r"validation 'short': expected stsb \(STS-B dev\), .* or long \(a few long"):
+    form = "long (long sentences: lengths_mean_norm)"
+    with pytest.raises(
+        ValueError, match=rf"validation 'short': expected stsb \(STS-B dev: .*\), .* or {re.escape(form)}$"
+    ):
         parse_validation("short")  # a task of the family that is no dev set
+    with pytest.raises(SystemExit):
+        run(["--help"])
+    assert form in " ".join(capsys.readouterr().out.split())  # --help, written when the parser is built
+    record = {"setting": chosen.spec, "label": chosen.label, "metric": chosen.metrics[0], "pairs": chosen.dev.pairs}
+    assert score_label("validation", 20, record) == "long sentences, lengths_mean_norm (first 20 pairs)"  # the card

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from simcse_weince import checks
+from simcse_weince.core import checks
 from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
 

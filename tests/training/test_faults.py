@@ -318,7 +318,7 @@ def test_jit_checkpointing_is_refused_before_anything_loads(
 def test_saved_files_have_the_mode_open_gives_them(finished: Path) -> None:
     """Every file of a checkpoint and of the exported model is ``0o666 & ~umask``, as ``open()`` makes it: the weights
     were written 0600 (a temporary file renamed), unreadable to another user of a shared machine."""
-    from simcse_weince.file_modes import current_umask
+    from simcse_weince.core.file_modes import current_umask
 
     usual = 0o666 & ~current_umask()
     if usual & 0o066 == 0:  # umask 077 (or stricter): the usual mode is the bug's 0600, nothing to tell apart

@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from simcse_weince.file_errors import FileFault
+from simcse_weince.core.file_errors import FileFault
 from simcse_weince.losses.layout import ScoreMatrix
 from simcse_weince.training.health import (
     DEGENERATE_STEPS,

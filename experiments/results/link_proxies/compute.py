@@ -25,7 +25,7 @@ each arm is paired with. Writes ``output.json`` and ``output.md`` beside this fi
 import json
 from pathlib import Path
 
-from simcse_weince.simulation.search import mean_interval
+from weince_lab.simulation.search import mean_interval
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent

@@ -4,7 +4,8 @@
 
 Reads, without re-running anything:
 * ``../text_warmstart_links.json``: InfoNCE and the learned link, seeds 0–2, `configs/quickstart.yaml`, the link's
-  scalars at ``--loss_learning_rate 0.01`` (``python -m experiments.text_runs --config configs/quickstart.yaml
+  scalars at ``--loss_learning_rate 0.01`` (``python -m weince_lab.experiments.text_runs --config
+  configs/quickstart.yaml
   --variants infonce learned_link --seeds 0 1 2 --out experiments/results/text_warmstart_links --extra
   --loss_learning_rate 0.01``);
 * ``../text_warmstart.json``: the earlier InfoNCE and WEINCE (ols) runs of the same recipe and seeds. Their InfoNCE

@@ -30,7 +30,7 @@ class RetrievalFamily(TaskFamily):
     name = "retrieval"
     average_label = "Retrieval Avg."
     path_prefix = PREFIX
-    dev_forms = ("retrieval:PATH (a BEIR folder or its qrels file)",)
+    path_hint = "a BEIR folder or its qrels file"
 
     @property
     def builtin_tasks(self) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ class STSFamily(TaskFamily):
     name = "sts"
     average_label = "STS Avg."
     path_prefix = PREFIX
-    dev_forms = ("stsb (STS-B dev)", f"sts:PATH ({FILE_HINT})")
+    path_hint = FILE_HINT
 
     @property
     def builtin_tasks(self) -> tuple[str, ...]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from simcse_weince.digests import ALGORITHM, file_digest
-from simcse_weince.paths import shown_path
+from simcse_weince.core.digests import ALGORITHM, file_digest
+from simcse_weince.core.paths import shown_path
 from simcse_weince.text.columns import (
     BadRows,
     ReadOptions,

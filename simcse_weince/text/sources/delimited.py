@@ -12,10 +12,10 @@ import csv
 from collections.abc import Iterator
 from typing import ClassVar
 
+from simcse_weince.core.textfiles import delimiter_hint
 from simcse_weince.text.columns import Record, describe_columns
 from simcse_weince.text.reading import STRIP
 from simcse_weince.text.sources.records import Lines, RecordFile
-from simcse_weince.textfiles import delimiter_hint
 
 
 class CsvFile(RecordFile):

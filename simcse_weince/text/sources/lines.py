@@ -18,11 +18,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from simcse_weince.core.textfiles import decode_utf8
 from simcse_weince.text.columns import ReadOptions
 from simcse_weince.text.reading import BREAKS_IN_LINE, TextStats, keep_sentences
 from simcse_weince.text.sources.base import FileSource, Part
 from simcse_weince.text.sources.names import check_lines_name
-from simcse_weince.textfiles import decode_utf8
 
 logger = logging.getLogger(__name__)
 LAYOUT = "UTF-8 text, one sentence per line"

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from simcse_weince.core.textfiles import decode_utf8
 from simcse_weince.text.columns import BadRows, Record, as_columns, close_count, keep_rows
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources.base import FileSource, Part
-from simcse_weince.textfiles import decode_utf8
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 class Lines:
     """The decoded lines of bytes ``[start, stop)`` of a file (a line ends after ``\\n``), with the position of
     the next one, as the line source of ``csv.reader``. Undecodable bytes raise the error of
-    :func:`~simcse_weince.textfiles.decode_utf8` (``file:line``, byte), or with ``skip`` are replaced and the
+    :func:`~simcse_weince.core.textfiles.decode_utf8` (``file:line``, byte), or with ``skip`` are replaced and the
     error kept in :attr:`invalid` for the row to be skipped."""
 
     def __init__(self, f: BinaryIO, path: Path, start: int, stop: int, line: int, skip: bool, layout: str) -> None:

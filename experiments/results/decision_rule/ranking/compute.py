@@ -20,8 +20,8 @@ For every row of decision_rule.json with a truth (kernel, τ of the InfoNCE tabl
 import json
 from pathlib import Path
 
-from simcse_weince.simulation.decision_rule import clopper_pearson, read_cells, sweep_truth
-from simcse_weince.simulation.search import mean_interval
+from weince_lab.simulation.decision_rule import clopper_pearson, read_cells, sweep_truth
+from weince_lab.simulation.search import mean_interval
 
 HERE = Path(__file__).resolve().parent
 stored = json.loads((HERE.parent / "decision_rule.json").read_text(encoding="utf-8"))

@@ -1,6 +1,6 @@
 """The threshold drift of the POT ξ̂ on simulated scores with a known tail (the "Gumbel ξ̂ drift" of docs/results.md).
 
-Scores s = 1 − D, 2,000,000 draws (seed 0), D from the shortfall laws of E2 (simcse_weince.simulation.shortfall):
+Scores s = 1 − D, 2,000,000 draws (seed 0), D from the shortfall laws of E2 (weince_lab.simulation.shortfall):
 ``gumbel`` (P(D ≤ x) = exp(1 − 1/x), ξ = 0 with a finite endpoint) and ``power`` (α = 2.5, ξ = −0.4). ξ̂ is
 ``fit_pot`` (the diagnostics' own fit) at each threshold quantile q, with a 50-sample bootstrap interval. The docs cite
 the Gumbel law's ξ̂ going −0.33 at q 0.9 to −0.19 at q 0.999, and −0.255 at q 0.99 to −0.232 at 0.995, on 2M scores.
@@ -17,7 +17,7 @@ import time
 import torch
 
 from simcse_weince.diagnostics.pot import fit_pot
-from simcse_weince.simulation.shortfall import ShortfallLaw
+from weince_lab.simulation.shortfall import ShortfallLaw
 
 QS = (0.9, 0.98, 0.985, 0.99, 0.992, 0.995, 0.999)
 N, SEED, BOOTSTRAP = 2_000_000, 0, 50

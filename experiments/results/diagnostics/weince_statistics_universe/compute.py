@@ -7,8 +7,8 @@ universe seed 10_007 + seed). The table is the true latent vectors. WEINCE at it
 q = 0.2); tau does not enter lambda or beta.
 
 * "universe": each anchor's statistics over its N - 1 other items, as the search posterior of the sweeps computes them
-  (simcse_weince.simulation.search.model_log_posterior: a padded, excluded first column plus the anchor excluded).
-* "64 negatives": as training computes them (simcse_weince.simulation.learning._fit / batch_scores): batches of 256
+  (weince_lab.simulation.search.model_log_posterior: a padded, excluded first column plus the anchor excluded).
+* "64 negatives": as training computes them (weince_lab.simulation.learning._fit / batch_scores): batches of 256
   anchors from the training pairs, the positive in column 0 and 64 uniform negatives; means over 200 batches.
 
 python experiments/results/diagnostics/weince_statistics_universe/compute.py > \
@@ -23,8 +23,8 @@ import torch
 
 from simcse_weince.losses import loss_class
 from simcse_weince.losses.layout import ScoreMatrix
-from simcse_weince.simulation.learning import batch_scores
-from simcse_weince.simulation.universe import kernel_law, make_universe
+from weince_lab.simulation.learning import batch_scores
+from weince_lab.simulation.universe import kernel_law, make_universe
 
 SETTINGS = {"items": 512, "dim": 8, "kappa": 10.0, "beta": 3.0, "blend_lambda": 0.5}
 BATCHES, BATCH, K = 200, 256, 64

@@ -1,0 +1,208 @@
+r"""Learning a known similarity: an embedding table or an encoder, trained with the project's own losses.
+
+The model is a table E (N × d′) (:func:`train_table`), or a small MLP encoder of noisy observations of the latent
+vectors (:func:`train_encoder`), which also embeds items it never saw in training. In both, normalised rows ê_x
+give cosines ŝ_xy = ê_x·ê_y. A training set is a fixed sample of ``pairs`` positive pairs (x, y⁺) drawn from the
+universe's M; each step takes ``batch`` of them and draws k fresh negatives per anchor, uniform over the other
+items. Each anchor's candidates are its positive and its own k negatives: the A × (1 + k)
+:class:`~simcse_weince.losses.layout.ScoreMatrix` (positive in column 0, K = k) goes through the loss's own
+``loss_from_scores``, so InfoNCE and WEINCE (its statistics, β modes, λ) are exactly the shipped code. Adam on the
+table or the encoder's weights.
+
+Pairs, negatives and the initial table come from seeded generators that do not depend on the loss, so at one seed
+every loss sees the same pairs, the same negatives and the same initial table (or encoder).
+
+Memory: the scores are A × N before the candidates' columns are picked and A × (1 + k) after, a few MB at
+k = 1024; no gradient cache is needed at these sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from simcse_weince.core import checks
+from simcse_weince.losses import loss_class
+from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.layout import ScoreMatrix
+from weince_lab.simulation.universe import Universe
+from weince_lab.simulation.winners import BlendedLaw
+
+LOSSES: tuple[str, ...] = (
+    "infonce", "weince", "weince_unit", "weince_hill", "oracle",
+    "learned_temperature", "learned_link", "learned_link_b", "profiled_link", "arctanh",
+)  # fmt: skip
+
+
+def build_loss(name: str, tau: float, kernel: BlendedLaw) -> ContrastiveLoss:
+    """The loss of an arm: ``infonce`` at τ; ``weince`` (the shipped defaults, β mode ``ols``), ``weince_unit`` or
+    ``weince_hill`` at τ; ``oracle``, the kernel's own link (λ* fixed, β clamped to β*, τ* = 1/κ): WEINCE's logit
+    at the true parameters, whatever ``tau`` is; the link losses (issue 43): ``learned_temperature``,
+    ``learned_link`` (a and b learned) and ``learned_link_b`` (b alone, a = 1/τ), starting at (1/τ, 0);
+    ``profiled_link`` from the same start; ``arctanh``, which has no τ.
+
+    Raises:
+        ValueError: an unknown arm.
+    """
+    if name == "infonce":
+        return loss_class("infonce")(tau)
+    if name == "weince":
+        return loss_class("weince")(tau)
+    if name in ("weince_unit", "weince_hill"):
+        return loss_class("weince")(tau, beta_mode=name.split("_")[1])
+    if name in ("learned_temperature", "learned_link", "profiled_link"):
+        return loss_class(name)(tau)
+    if name == "learned_link_b":
+        return loss_class("learned_link")(tau, link_learn_a=False)
+    if name == "arctanh":
+        return loss_class("arctanh")()
+    checks.one_of(LOSSES)("loss", name)
+    return loss_class("weince")(kernel.tau, fixed_lambda=kernel.lam, beta_clamp=(kernel.beta, kernel.beta))  # oracle
+
+
+_AT_LEAST_1 = checks.integer_at_least(1)
+_AT_LEAST_2 = checks.integer_at_least(2)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run of a table.
+
+    Raises:
+        ValueError: a value outside its range (naming it).
+    """
+
+    negatives: int = field(default=64, metadata=checks.setting(_AT_LEAST_1, "k per anchor, >= 1."))
+    dim: int = field(default=8, metadata=checks.setting(_AT_LEAST_2, "d′ of the table, >= 2."))
+    steps: int = field(default=2000, metadata=checks.setting(_AT_LEAST_1, "Adam steps, >= 1."))
+    batch: int = field(default=256, metadata=checks.setting(_AT_LEAST_2, "Anchors per step, >= 2."))
+    pairs: int = field(default=100_000, metadata=checks.setting(_AT_LEAST_1, "The training sample size, >= 1."))
+    lr: float = field(default=0.02, metadata=checks.setting(checks.positive_finite, "Adam's learning rate, > 0."))
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        checks.check_fields(self)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TrainResult:
+    table: torch.Tensor  # (N, d′) float64 unit rows, detached
+    final_loss: float  # mean loss over the last tenth of the steps
+    lambda_mean: float  # WEINCE's mean λ over the last tenth of the steps (0 for InfoNCE)
+    beta_mean: float  # WEINCE's mean β over the last tenth (1 for InfoNCE)
+    learned: dict[str, float] = field(default_factory=dict)  # the link losses' (a, b) at the end
+
+
+def initial_table(items: int, dim: int, seed: int) -> torch.Tensor:
+    """The seeded N(0, 1) initial table, shared by every loss at one seed."""
+    return torch.randn(items, dim, generator=torch.Generator().manual_seed(2 * seed + 1))
+
+
+def batch_scores(table: torch.Tensor, anchors: torch.Tensor, candidates: torch.Tensor) -> ScoreMatrix:
+    """The A × (1 + k) score matrix of a batch: cosines of the normalised rows, the positive in column 0."""
+    unit = torch.nn.functional.normalize(table, dim=1)
+    # All N cosines of each anchor, then its candidates' columns: A × N × d′ work instead of A × (1 + k) × d′
+    # (N < k at the largest k), with the same values.
+    scores = (unit[anchors] @ unit.T).gather(1, candidates)  # (A, 1 + k)
+    none = torch.zeros_like(scores, dtype=torch.bool)
+    return ScoreMatrix(
+        scores=scores,
+        positive_index=torch.zeros(anchors.numel(), dtype=torch.long),
+        self_mask=none,
+        user_mask=none,
+        num_negatives=candidates.shape[1] - 1,
+    )
+
+
+def _fit(
+    universe: Universe,
+    loss: ContrastiveLoss,
+    cfg: TrainConfig,
+    embed: Callable[[], torch.Tensor],
+    parameters: list[torch.Tensor],
+) -> TrainResult:
+    """The one training loop: ``embed()`` gives the (N, d′) rows of the universe's items (a table, or an encoder of
+    their observations), Adam moves ``parameters``."""
+    data = torch.Generator().manual_seed(2 * cfg.seed)
+    anchors_all, positives_all = universe.sample_pairs(cfg.pairs, data)
+    # a loss's own parameters (the learned links' α, b) in the same Adam at the same rate
+    own = [p for p in loss.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam([*parameters, *own], lr=cfg.lr)
+    tail = max(1, cfg.steps // 10)
+    losses, lams, betas = [], [], []
+    for step in range(cfg.steps):
+        rows = torch.randint(0, cfg.pairs, (cfg.batch,), generator=data)
+        anchors = anchors_all[rows]
+        negatives = universe.sample_negatives(anchors, cfg.negatives, data)
+        candidates = torch.cat([positives_all[rows, None], negatives], dim=1)
+        value = loss.loss_from_scores(batch_scores(embed(), anchors, candidates))
+        optimizer.zero_grad(set_to_none=True)
+        value.backward()
+        optimizer.step()
+        if step >= cfg.steps - tail:
+            losses.append(value.detach())
+            if isinstance(loss, loss_class("weince")) and loss.last_statistics is not None:
+                lams.append(loss.last_statistics.lam.mean())
+                betas.append(loss.last_statistics.beta.mean())
+    with torch.no_grad():
+        final = torch.nn.functional.normalize(embed().double(), dim=1)
+    return TrainResult(
+        final,
+        float(torch.stack(losses).mean()),
+        float(torch.stack(lams).mean()) if lams else 0.0,
+        float(torch.stack(betas).mean()) if betas else 1.0,
+        loss.learned_values(),
+    )
+
+
+def train_table(
+    universe: Universe, loss: ContrastiveLoss, cfg: TrainConfig, init: torch.Tensor | None = None
+) -> TrainResult:
+    """Train a table on ``cfg.pairs`` pairs from ``universe`` with ``loss``; ``init`` overrides the seeded start."""
+    start = initial_table(universe.size, cfg.dim, cfg.seed) if init is None else init
+    table = torch.nn.Parameter(start.detach().float().clone())
+    return _fit(universe, loss, cfg, lambda: table, [table])
+
+
+def observations(universe: Universe, width: int, noise: float, seed: int) -> torch.Tensor:
+    """(N, width) noisy observations o_x = P x + σ ε of the latent vectors: a fixed seeded random projection P
+    (width × d, N(0, 1/d) entries) and iid N(0, σ²) noise, one draw per item (float32)."""
+    generator = torch.Generator().manual_seed(3 * seed + 2)
+    d = universe.vectors.shape[1]
+    projection = torch.randn(d, width, dtype=torch.float64, generator=generator) / math.sqrt(d)
+    noise_draw = torch.randn(universe.size, width, dtype=torch.float64, generator=generator)
+    return (universe.vectors @ projection + noise * noise_draw).float()
+
+
+class Encoder(torch.nn.Module):
+    """A small MLP from observations to embeddings: Linear → GELU → Linear (rows normalised by the scores), its
+    initial weights drawn from a seeded generator (PyTorch's default uniform ranges, not the global RNG)."""
+
+    def __init__(self, width: int, hidden: int, dim: int, seed: int) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(2 * seed + 1)
+        self.first = torch.nn.Linear(width, hidden)
+        self.second = torch.nn.Linear(hidden, dim)
+        with torch.no_grad():
+            for layer in (self.first, self.second):
+                bound = 1.0 / math.sqrt(layer.in_features)
+                layer.weight.copy_((torch.rand(layer.weight.shape, generator=generator) * 2 - 1) * bound)
+                layer.bias.copy_((torch.rand(layer.bias.shape, generator=generator) * 2 - 1) * bound)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.nn.functional.gelu(self.first(obs)))
+
+
+def train_encoder(
+    universe: Universe, obs: torch.Tensor, loss: ContrastiveLoss, cfg: TrainConfig, hidden: int = 64
+) -> tuple[Encoder, TrainResult]:
+    """Train an :class:`Encoder` of the items' observations ``obs`` (N, width) on pairs from ``universe``; the
+    seeded initial weights are shared by every loss at one seed. The result's table is the encoded universe."""
+    encoder = Encoder(obs.shape[1], hidden, cfg.dim, cfg.seed)
+    return encoder, _fit(universe, loss, cfg, lambda: encoder(obs), list(encoder.parameters()))
