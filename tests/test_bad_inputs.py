@@ -200,7 +200,8 @@ TRAIN_CASES: dict[str, tuple[Case, str]] = {
     ),
     "validation in no known form": (
         lambda t, fx: _text_args(t, fx, "--validation", "beir:x"),
-        "error: command line: --validation beir:x: validation 'beir:x': expected stsb (STS-B dev), sts:PATH",
+        "error: command line: --validation beir:x: validation 'beir:x': expected stsb (STS-B dev: stsb_spearman, "
+        "stsb_pearson), sts:PATH (a CSV/TSV/JSONL file",
     ),
     "validation metric it does not report": (
         lambda t, fx: _text_args(t, fx, "--validation", f"retrieval:{t}"),

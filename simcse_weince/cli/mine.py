@@ -31,6 +31,7 @@ from simcse_weince.text.mining import (
 from simcse_weince.text.mining_output import MiningOutputs
 from simcse_weince.text.poolers import POOLERS
 from simcse_weince.text.sentence_transformer import check_pooler, load_sentence_transformer
+from simcse_weince.text.sources import format_names
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_input_flags(p: argparse.ArgumentParser) -> None:
     src = p.add_argument_group("pairs")
-    src.add_argument("--pairs", nargs="+", metavar="FILE", help="CSV, TSV, JSON Lines, Parquet or Arrow files of pairs")
+    src.add_argument("--pairs", nargs="+", metavar="FILE", help=f"{format_names()} files of pairs")
     src.add_argument("--hub_dataset", default=None, help="a Hub dataset instead of --pairs (its train split)")
     src.add_argument("--hub_data_file", default=None, help="one file of --hub_dataset")
     src.add_argument(

@@ -9,7 +9,7 @@ from simcse_weince.core.checks import check_at_least, check_choice
 from simcse_weince.text.columns import check_text_columns
 from simcse_weince.text.poolers import Pooler
 from simcse_weince.text.positions import MIN_SEQ_LENGTH
-from simcse_weince.text.sources import COLUMN_SUFFIXES, check_file_name, column_format
+from simcse_weince.text.sources import check_file_name, column_format, column_suffixes
 from simcse_weince.text.validation import dev_forms, parse_validation
 from simcse_weince.training.arguments import ContrastiveTrainingArguments
 
@@ -60,9 +60,11 @@ class DataArguments:
     train_files: list[str] | None = field(
         default=None,
         metadata={
-            "help": "Local training files ('{data}/...' = the shared data folder): text files, one sentence per "
-            f"line, or column files ({COLUMN_SUFFIXES}; CSV and TSV with a header, JSON Lines one object per line) "
-            "read by text_columns. When unset, the Hub dataset below is used."
+            "help": lambda: (
+                "Local training files ('{data}/...' = the shared data folder): text files, one sentence "
+                f"per line, or column files ({column_suffixes()}; CSV and TSV with a header, JSON Lines one object per "
+                "line) read by text_columns. When unset, the Hub dataset below is used."
+            )
         },
     )
     text_columns: list[str] | None = field(
@@ -121,8 +123,10 @@ class DataArguments:
     validation: str = field(
         default="stsb",
         metadata={
-            "help": lambda: "What the best checkpoint is chosen on (default stsb), one task as evaluate_sts.py --tasks "
-            f"names it whose family declares a dev set: {dev_forms()}; metric_for_best_model names one of its metrics."
+            "help": lambda: (
+                "What the best checkpoint is chosen on (default stsb), one task as evaluate_sts.py --tasks names "
+                f"it whose family declares a dev set: {dev_forms()}; metric_for_best_model names one of its metrics."
+            )
         },
     )
     eval_max_pairs: int | None = field(

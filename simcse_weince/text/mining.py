@@ -18,8 +18,8 @@ triplet layout: with ``num_negatives > 1`` a pair gives up to that many rows); a
 the guards gives no row and is listed in :attr:`MinedNegatives.unmined`, never dropped silently. A pair read
 twice gives its rows twice. Negatives come from the positives' column only.
 
-The pairs are read by the training reader (:func:`~simcse_weince.text.sources.open_sources`): CSV, TSV, JSON
-Lines, Parquet, Arrow files or a Hub dataset, with the same checks and one-line errors naming ``file:line``.
+The pairs are read by the training reader (:func:`~simcse_weince.text.sources.open_sources`): column
+files of every format it reads, or a Hub dataset, with the same checks and one-line errors naming ``file:line``.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import pyarrow.feather as feather
 import pytest
 from transformers import AutoTokenizer
 
+from simcse_weince.cli import mine, train_text
 from simcse_weince.text import token_cache
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources import (
@@ -19,12 +20,15 @@ from simcse_weince.text.sources import (
     ReadOptions,
     check_file_name,
     column_format,
+    names,
     open_file,
     open_sources,
     source_class,
 )
 from simcse_weince.text.sources.arrow import ArrowFile
+from simcse_weince.text.sources.delimited import CsvFile
 from simcse_weince.text.sources.lines import TextLines
+from simcse_weince.text.sources.names import format_names, formats_table
 
 NLI = [
     ("A man, in a hat, sleeps.", "Someone is asleep.", "A man is running."),
@@ -140,9 +144,44 @@ def test_arrow_refusals_name_the_file(tmp_path: Path) -> None:
         open_file(tmp_path / "nope.feather", False, ReadOptions())
 
 
+class ToyFile(CsvFile):
+    """A throwaway column format: CSV under its own name and suffix."""
+
+    format = "Toy"
+    suffixes = (".toy",)
+
+
+def test_a_new_format_is_one_entry_with_no_stale_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Adding a reader to FILE_SOURCES reads its files and updates every message, ``--help`` and the docs table."""
+    monkeypatch.setattr(names, "FILE_SOURCES", (*FILE_SOURCES, ToyFile))
+    (tmp_path / "p.toy").write_text("sent0,sent1\na,b\nc,d\n")
+    assert source_class("x.TOY") is ToyFile and open_file(tmp_path / "p.toy", False, ReadOptions()).columns == [
+        "sent0",
+        "sent1",
+    ]
+    with pytest.raises(ValueError, match=r"x\.toy is named as Toy: column formats \(.*, \.toy\) are read by column"):
+        check_file_name("x.toy", by_column=False)
+    with pytest.raises(ValueError, match=r"x\.toy\.gz is a compressed Toy file: .*\(.*, \.toy\)"):
+        check_file_name("x.toy.gz")
+    assert format_names().endswith(", Arrow or Toy") and "| Toy | `.toy` |" in formats_table()
+    with pytest.raises(SystemExit):
+        train_text.run(["--help"])
+    with pytest.raises(SystemExit):
+        mine.build_parser().parse_args(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert ".toy; CSV and TSV" in out and "Toy files of pairs" in out
+
+
+def test_the_docs_table_of_formats_is_the_registry() -> None:
+    """``docs/training.md`` lists the column formats as the registry has them (regenerate it with formats_table())."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
+    assert formats_table() in docs
+
+
 def test_formats_suffixes_and_refusals_come_from_the_registry(tmp_path: Path) -> None:
     suffixes = {s: cls for cls in FILE_SOURCES for s in cls.suffixes}
-    assert {".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".arrow", ".feather"} == set(suffixes)
     for suffix, cls in suffixes.items():
         assert source_class(f"a{suffix.upper()}") is cls and column_format(f"a{suffix}.gz") == cls.format
         with pytest.raises(ValueError, match=rf"is named as {cls.format}: column formats \(.*\) are read by column"):

@@ -16,6 +16,7 @@ from simcse_weince.text.sources import ReadOptions, open_sources
 from simcse_weince.text.sources.hub import HubText
 from simcse_weince.text.sources.lines import read_sentences
 from simcse_weince.text.token_cache import CacheNotBuiltError, prepare_rows
+from simcse_weince.text.token_cache import build as cache_build
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +37,13 @@ def small_file(wiki_sample: Path, tmp_path: Path) -> Path:
 def tokenize_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the sentences that reach the tokenising map."""
     calls: list[int] = []
-    original = token_cache.tokenize_batch
+    original = cache_build.tokenize_batch
 
     def counting(texts, tokenizer, max_length):
         calls.append(len(texts))
         return original(texts, tokenizer, max_length)
 
-    monkeypatch.setattr(token_cache, "tokenize_batch", counting)
+    monkeypatch.setattr(cache_build, "tokenize_batch", counting)
     return calls
 
 

@@ -1,18 +1,11 @@
 """Where training text comes from: one reader per kind of source, behind one interface (:class:`Source`).
 
-=================  =====================================  ==============================================
-source             file names                             parsed by
-=================  =====================================  ==============================================
-text lines         anything else (``.txt``)               :mod:`~simcse_weince.text.sources.lines`
-CSV, TSV           ``.csv``, ``.tsv``                     Python's ``csv`` (:mod:`.delimited`)
-JSON Lines         ``.jsonl``, ``.ndjson``, ``.json``     Python's ``json`` (:mod:`.jsonl`)
-Parquet            ``.parquet``                           pyarrow (:mod:`.parquet`)
-Arrow, Feather     ``.arrow``, ``.feather``               pyarrow (:mod:`.arrow`)
-Hub text, columns  ``hub_dataset`` / ``hub_data_file``    ``datasets`` (:mod:`.hub`)
-=================  =====================================  ==============================================
+Text lines (any name that is no column format: :mod:`.lines`), the column files (one module per format, each
+reader listed in :data:`FILE_SOURCES` with its suffixes) and Hub datasets (:mod:`.hub`).
 
-A file's reader is chosen by its name, here and nowhere else (:func:`source_class`); the list of formats, their
-suffixes and the refusals by name (:func:`check_file_name`) are derived from :data:`FILE_SOURCES` (:mod:`.names`).
+A file's reader is chosen by its name, here and nowhere else (:func:`source_class`); the formats' names and
+suffixes in messages and ``--help`` (:func:`format_names`, :func:`column_suffixes`), the refusals by name
+(:func:`check_file_name`) and the table in ``docs/training.md`` are derived from :data:`FILE_SOURCES` (:mod:`.names`).
 A new format is one module with one :class:`~simcse_weince.text.sources.base.FileSource` subclass, and one entry
 there.
 :func:`open_sources` opens a run's sources once, with the checks that span several of them.
@@ -30,20 +23,22 @@ from simcse_weince.text.sources.base import FileSource, Part, Source
 from simcse_weince.text.sources.hub import HubColumns, HubText
 from simcse_weince.text.sources.lines import TextLines
 from simcse_weince.text.sources.names import (
-    COLUMN_SUFFIXES,
     COMPRESSION_SUFFIXES,
     FILE_SOURCES,
     check_lines_name,
     column_class,
+    column_suffixes,
+    format_names,
 )
 
 __all__ = [
-    "COLUMN_SUFFIXES",
     "FILE_SOURCES",
     "Part",
     "ReadOptions",
     "Source",
     "check_file_name",
+    "column_suffixes",
+    "format_names",
     "open_file",
     "open_sources",
 ]
@@ -86,18 +81,18 @@ def check_file_name(
     if cls.by_column and Path(path).suffixes[-1].lower() in COMPRESSION_SUFFIXES:
         raise ValueError(
             f"{path} is a compressed {cls.format} file: decompress it first; expected an uncompressed file "
-            f"({COLUMN_SUFFIXES})"
+            f"({column_suffixes()})"
         )
     if not cls.by_column and text_columns is not None and len(text_columns) > 1:
         raise ValueError(
             f"{path} is read as lines, one sentence each, without columns, but text_columns names "
-            f"{len(text_columns)} ({', '.join(text_columns)}); expected a column file ({COLUMN_SUFFIXES}) with "
+            f"{len(text_columns)} ({', '.join(text_columns)}); expected a column file ({column_suffixes()}) with "
             "those columns"
         )
     if not cls.by_column and allow_missing_negatives:
         raise ValueError(
             f"{path} is read as lines, one sentence each, but allow_missing_negatives trains pairs and triplets; "
-            f"expected a column file ({COLUMN_SUFFIXES}) with an anchor and a positive"
+            f"expected a column file ({column_suffixes()}) with an anchor and a positive"
         )
     return cls
 

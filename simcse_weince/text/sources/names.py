@@ -18,8 +18,29 @@ from simcse_weince.text.sources.parquet import ParquetFile
 
 FILE_SOURCES: tuple[type[FileSource], ...] = (CsvFile, TsvFile, JsonLinesFile, JsonFile, ParquetFile, ArrowFile)
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip")
-BY_SUFFIX = {suffix: cls for cls in FILE_SOURCES for suffix in cls.suffixes}
-COLUMN_SUFFIXES = ", ".join(BY_SUFFIX)  # ".csv, .tsv, ..." for messages
+
+
+def by_suffix() -> dict[str, type[FileSource]]:
+    """Suffix -> column reader, from :data:`FILE_SOURCES` (read at each call: every list below follows it)."""
+    return {suffix: cls for cls in FILE_SOURCES for suffix in cls.suffixes}
+
+
+def column_suffixes() -> str:
+    """``.csv, .tsv, ...``: the column formats' suffixes, for messages and help."""
+    return ", ".join(by_suffix())
+
+
+def format_names() -> str:
+    """``CSV, TSV, JSON Lines, JSON, Parquet or Arrow``: the column formats, for messages and help."""
+    names = list(dict.fromkeys(cls.format for cls in FILE_SOURCES))
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+def formats_table() -> str:
+    """The column formats as a Markdown table (format, file names); ``docs/training.md`` holds a copy that a test
+    compares with this."""
+    rows = [f"| {cls.format} | {', '.join(f'`{s}`' for s in cls.suffixes)} |" for cls in FILE_SOURCES]
+    return "\n".join(["| format | file names |", "|---|---|", *rows])
 
 
 def column_class(path: str | Path) -> type[FileSource] | None:
@@ -28,7 +49,7 @@ def column_class(path: str | Path) -> type[FileSource] | None:
     suffixes = [s.lower() for s in Path(path).suffixes]
     if suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
         suffixes.pop()
-    return BY_SUFFIX.get(suffixes[-1]) if suffixes else None
+    return by_suffix().get(suffixes[-1]) if suffixes else None
 
 
 def check_lines_name(path: str | Path) -> None:
@@ -41,6 +62,6 @@ def check_lines_name(path: str | Path) -> None:
     cls = column_class(path)
     if cls is not None:
         raise ValueError(
-            f"{path} is named as {cls.format}: column formats ({COLUMN_SUFFIXES}) are read by column "
+            f"{path} is named as {cls.format}: column formats ({column_suffixes()}) are read by column "
             "(text_columns), not as plain lines; expected UTF-8 text, one sentence per line (e.g. a .txt file)"
         )
