@@ -53,6 +53,7 @@ from pathlib import Path
 import torch
 from scipy.stats import beta as beta_dist
 
+from simcse_weince.core import markdown as md
 from simcse_weince.diagnostics.link import LinkFit, ScoreBatch, select_link
 from weince_lab.simulation.learning import TrainConfig, build_loss, train_table
 from weince_lab.simulation.search import mean_interval, universe_gap
@@ -253,37 +254,34 @@ def _pct(share: float, ci: Sequence[float]) -> str:
 
 def markdown(rows: Sequence[dict], truths: Sequence[dict], header: str) -> str:
     """The report: the rule's rates per kernel × τ × size, then the truth each row was scored against."""
-    lines = [
-        header,
-        "",
-        "| kernel | τ (InfoNCE table) | size | runs | fires (95% CI) | right (95% CI) | WEINCE helps? | median b-hat | "
-        "median held-out gain | fires per seed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    rates_rows, truth_rows = [], []
     kernels = list(dict.fromkeys(r["kernel"] for r in rows))
     for r in sorted(rows, key=lambda r: (kernels.index(r["kernel"]), isinstance(r["tau"], str), str(r["tau"]))):
         right = _pct(r["right_share"], r["right_ci"]) if "right_share" in r else "—"
         helps = "—" if r["helps"] is None else ("yes" if r["helps"] else "no")
         tau = r["tau"] if isinstance(r["tau"], str) else f"{r['tau']:g}" + (" (best)" if r.get("best") else "")
         seeds = ", ".join(f"{100 * v:.0f}%" for v in r["fires_share_per_seed"].values())
-        lines.append(
-            f"| {r['kernel']} | {tau} | {r['size']} | {r['runs']} | {_pct(r['fires_share'], r['fires_ci'])} | "
-            f"{right} | {helps} | {r['median_b']:+.3f} | {r['median_gain']:+.4f} | {seeds} |"
-        )
-    lines += [
+        rates_rows.append([
+            r["kernel"], tau, r["size"], r["runs"], _pct(r["fires_share"], r["fires_ci"]), right, helps,
+            f"{r['median_b']:+.3f}", f"{r['median_gain']:+.4f}", seeds,
+        ])  # fmt: skip
+    for t in sorted(truths, key=lambda t: (kernels.index(t["kernel"]) if t["kernel"] in kernels else 0, t["tau"])):
+        per_seed = ", ".join(f"{d:+.4f}" for d in t["diffs"])
+        truth_rows.append([
+            t["kernel"], f"{t['tau']:g}", f"{t['pairs']:,}", ", ".join(map(str, t["seeds"])),
+            f"{t['mean']:+.4f} [{t['low']:+.4f}, {t['high']:+.4f}]", per_seed, "yes" if t["helps"] else "no",
+        ])  # fmt: skip
+    lines = [
+        header,
+        "",
+        *md.table(["kernel", "τ (InfoNCE table)", "size", "runs", "fires (95% CI)", "right (95% CI)", "WEINCE helps?",
+                "median b-hat", "median held-out gain", "fires per seed"], rates_rows),
         "",
         "The truth (WEINCE − InfoNCE universe KL, paired by seed, 95% t interval; WEINCE helps when the interval is "
         "below 0):",
         "",
-        "| kernel | τ | n pairs | seeds | WEINCE − InfoNCE KL | per seed | helps |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for t in sorted(truths, key=lambda t: (kernels.index(t["kernel"]) if t["kernel"] in kernels else 0, t["tau"])):
-        per_seed = ", ".join(f"{d:+.4f}" for d in t["diffs"])
-        lines.append(
-            f"| {t['kernel']} | {t['tau']:g} | {t['pairs']:,} | {', '.join(map(str, t['seeds']))} | {t['mean']:+.4f} "
-            f"[{t['low']:+.4f}, {t['high']:+.4f}] | {per_seed} | {'yes' if t['helps'] else 'no'} |"
-        )
+        *md.table(["kernel", "τ", "n pairs", "seeds", "WEINCE − InfoNCE KL", "per seed", "helps"], truth_rows),
+    ]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

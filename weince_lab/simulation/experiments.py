@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from simcse_weince.core.markdown import table
 from simcse_weince.losses import loss_class
 from weince_lab.simulation.batches import ScoreSetting
 from weince_lab.simulation.calibration import link_grid, pot_calibration
@@ -22,23 +23,30 @@ from weince_lab.simulation.winners import BlendedLaw
 def run_e1(sample_sizes: Sequence[int], replications: int, seed: int, beta: float) -> tuple[dict, str]:
     cf = closed_forms(beta=beta)
     rows = simulate_noise_floor(tuple(sample_sizes), replications, seed, beta=beta)
+    result = {"closed_forms": cf.to_dict(), "rows": [r.to_dict() for r in rows]}
+    return result, e1_markdown(result, replications, seed, beta)
+
+
+def e1_markdown(result: dict, replications: int, seed: int, beta: float) -> str:
+    """E1's report from its result (the closed forms and one row per sample size)."""
+    cf = result["closed_forms"]
+    rows = [
+        [f"{r['n']:,}", f"{r['mse_weibit']:.6f} ± {r['mse_weibit_se']:.6f}", f"{r['weibit_c_over_n']:.6f}",
+         f"{r['mse_softmax']:.6f} ± {r['mse_softmax_se']:.6f}", f"{r['softmax_floor_plus_godambe']:.6f}"]
+        for r in result["rows"]
+    ]  # fmt: skip
     lines = [
         f"E1 noise floor: scores (0.15, 0.45, 0.70, 0.90), Weibit winners beta* = {beta}, {replications:,} "
         f"replications, seed {seed}",
         "",
-        f"closed forms: true log-odds {cf.true_log_odds:.6f}; softmax pseudo-true theta {cf.softmax_pseudo_true:.6f}, "
-        f"log-odds {cf.softmax_pseudo_log_odds:.6f}, bias floor {cf.softmax_bias_floor:.6f}, Godambe "
-        f"(log-odds) {cf.softmax_godambe_log_odds:.4f}/n; Weibit c = {cf.weibit_c:.6f}",
+        f"closed forms: true log-odds {cf['true_log_odds']:.6f}; softmax pseudo-true theta "
+        f"{cf['softmax_pseudo_true']:.6f}, log-odds {cf['softmax_pseudo_log_odds']:.6f}, bias floor "
+        f"{cf['softmax_bias_floor']:.6f}, Godambe (log-odds) {cf['softmax_godambe_log_odds']:.4f}/n; Weibit c = "
+        f"{cf['weibit_c']:.6f}",
         "",
-        "| n | MSE Weibit (± SE) | c/n | MSE softmax (± SE) | floor + Godambe/n |",
-        "|---|---|---|---|---|",
-        *(
-            f"| {r.n:,} | {r.mse_weibit:.6f} ± {r.mse_weibit_se:.6f} | {r.weibit_c_over_n:.6f} | "
-            f"{r.mse_softmax:.6f} ± {r.mse_softmax_se:.6f} | {r.softmax_floor_plus_godambe:.6f} |"
-            for r in rows
-        ),
+        *table(["n", "MSE Weibit (± SE)", "c/n", "MSE softmax (± SE)", "floor + Godambe/n"], rows),
     ]
-    return {"closed_forms": cf.to_dict(), "rows": [r.to_dict() for r in rows]}, "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -69,37 +77,76 @@ def run_e2(cfg: E2Config) -> tuple[dict, str]:
     for (nb, anchors), reps in zip(cfg.scales, cfg.link_replications, strict=True):
         setting = ScoreSetting(cfg.link_law, cfg.hardness, 0.0, anchors, anchors)
         grids[f"{nb}x{anchors}"] = link_grid(cfg.lams, cfg.beta, cfg.tau, setting, nb, reps, cfg.seed)
+    result = {"pot": pot, "link": grids}
+    return result, e2_markdown(result, cfg)
+
+
+def e2_markdown(result: dict, cfg: E2Config) -> str:
+    """E2's report from its result (the POT cells and the link grids per scale)."""
+    pot = [
+        [c["law"], f"{c['truth']:.3f}", f"{c['n_scores']:,}", c["q"], c["exceedances"], f"{c['mean']:.3f}",
+         f"{c['bias']:+.3f} ± {c['bias_se']:.3f}", f"{c['rmse']:.3f}", f"{100 * c['coverage']:.0f}%",
+         f"{c['mean_ci_width']:.3f}"]
+        for c in result["pot"]
+    ]  # fmt: skip
+    link = []
+    for scale, grid in result["link"].items():
+        for c in grid:
+            a, b, g = c["a"], c["b"], c["gain"]
+            link.append([
+                scale, c["replications"], f"{c['lam']:g}", f"{a['truth']:.2f}", f"{a['mean']:.3f}", f"{a['bias']:+.3f}",
+                f"{a['rmse']:.3f}", f"{100 * a['coverage']:.0f}%", f"{b['truth']:.2f}", f"{b['mean']:.3f}",
+                f"{b['bias']:+.3f}", f"{b['rmse']:.3f}", f"{100 * b['coverage']:.0f}%", f"{g['true_mean']:.4f}",
+                f"{g['heldout_mean']:.4f}", f"{g['rmse']:.4f}", f"{100 * g['coverage']:.0f}%",
+            ])  # fmt: skip
     lines = [
         f"E2 POT: xi-hat of fit_pot ({cfg.bootstrap} bootstrap samples, 95% percentile interval), "
         f"{cfg.pot_replications} replications per cell, seed {cfg.seed}",
         "",
-        "| law | true xi | scores | q | exceedances | mean xi-hat | bias (± SE) | RMSE | coverage | CI width |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-        *(
-            f"| {c['law']} | {c['truth']:.3f} | {c['n_scores']:,} | {c['q']} | {c['exceedances']} | {c['mean']:.3f} | "
-            f"{c['bias']:+.3f} ± {c['bias_se']:.3f} | {c['rmse']:.3f} | {100 * c['coverage']:.0f}% | "
-            f"{c['mean_ci_width']:.3f} |"
-            for c in pot
+        *table(
+            [
+                "law",
+                "true xi",
+                "scores",
+                "q",
+                "exceedances",
+                "mean xi-hat",
+                "bias (± SE)",
+                "RMSE",
+                "coverage",
+                "CI width",
+            ],
+            pot,
         ),
         "",
         f"E2 link selection: winners of the blended law (beta* = {cfg.beta}, tau* = {cfg.tau}) over candidates with "
         f"shortfalls {cfg.hardness:g} x {cfg.link_law.describe()}; (a, b) = ((1 - lambda)/tau, lambda*beta) with 95% "
         "sandwich intervals; gain = held-out gain vs the exact true gain",
         "",
-        "| scale | reps | lambda* | a* | a-hat mean | a bias | a RMSE | a cov. | b* | b-hat mean | b bias | b RMSE | "
-        "b cov. | true gain | held-out gain | gain RMSE | gain cov. |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *table(
+            [
+                "scale",
+                "reps",
+                "lambda*",
+                "a*",
+                "a-hat mean",
+                "a bias",
+                "a RMSE",
+                "a cov.",
+                "b*",
+                "b-hat mean",
+                "b bias",
+                "b RMSE",
+                "b cov.",
+                "true gain",
+                "held-out gain",
+                "gain RMSE",
+                "gain cov.",
+            ],
+            link,
+        ),
     ]
-    for scale, grid in grids.items():
-        for c in grid:
-            a, b, g = c["a"], c["b"], c["gain"]
-            lines.append(
-                f"| {scale} | {c['replications']} | {c['lam']:g} | {a['truth']:.2f} | {a['mean']:.3f} | "
-                f"{a['bias']:+.3f} | {a['rmse']:.3f} | {100 * a['coverage']:.0f}% | {b['truth']:.2f} | "
-                f"{b['mean']:.3f} | {b['bias']:+.3f} | {b['rmse']:.3f} | {100 * b['coverage']:.0f}% | "
-                f"{g['true_mean']:.4f} | {g['heldout_mean']:.4f} | {g['rmse']:.4f} | {100 * g['coverage']:.0f}% |"
-            )
-    return {"pot": pot, "link": grids}, "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
 
 
 E3_TAILS = (
@@ -137,31 +184,46 @@ def run_e3(
                     cells[-1] |= summarise_cell(stats, loss[layout].margin)
                     if c == 1.0 and spread == 0.5 and law is not None and law.lam == 0:
                         sweeps.append({"cell": name, "grid": knob_sweep(stats)})
-    lines = [
-        f"E3 online lambda: WeinceLoss statistics (defaults: beta ols, q 0.2, kappa_rho 10, kappa_aic 1, m 2) on "
-        f"{batches} batches of {anchors} anchors per cell, seed {seed}",
-        "",
-        "| cell | true xi | mean lambda (± SE) | share lambda > 0.5 | mean dAIC | share dAIC > 2 | beta-hat ols | "
-        "beta-hat Hill | mean rho |",
-        "|---|---|---|---|---|---|---|---|---|",
-        *(
-            f"| {c['cell']} | {c['xi']:.2f} | {c['lambda_mean']:.3f} ± {c['lambda_mean_se']:.3f} | "
-            f"{c['share_gt_half']:.3f} | {c['delta_aic_mean']:.1f} | {c['share_delta_aic_gt_margin']:.3f} | "
-            f"{c['beta_ols_mean']:.2f} | {c['beta_hill_mean']:.2f} | {c['rho_mean']:.3f} |"
-            for c in cells
-        ),
-        "",
-        "Knob sweep (the authors' grid m x kappa_rho x kappa_aic = 27 settings, per q): range over the 27",
-        "",
-        "| cell | q | share lambda > 0.5 (min - max) | mean lambda (min - max) |",
-        "|---|---|---|---|",
-    ]
-    for sw in sweeps:
+    result = {"cells": cells, "knob_sweeps": sweeps}
+    return result, e3_markdown(result, batches, seed, anchors)
+
+
+def e3_markdown(result: dict, batches: int, seed: int, anchors: int = 256) -> str:
+    """E3's report from its result (the cells and the knob sweeps)."""
+    cells = [
+        [c["cell"], f"{c['xi']:.2f}", f"{c['lambda_mean']:.3f} ± {c['lambda_mean_se']:.3f}",
+         f"{c['share_gt_half']:.3f}", f"{c['delta_aic_mean']:.1f}", f"{c['share_delta_aic_gt_margin']:.3f}",
+         f"{c['beta_ols_mean']:.2f}", f"{c['beta_hill_mean']:.2f}", f"{c['rho_mean']:.3f}"]
+        for c in result["cells"]
+    ]  # fmt: skip
+    knobs = []
+    for sw in result["knob_sweeps"]:
         for q in sorted({r["q"] for r in sw["grid"]}):
             part = [r for r in sw["grid"] if r["q"] == q]
             share = [r["share_gt_half"] for r in part]
             mean = [r["lambda_mean"] for r in part]
-            lines.append(
-                f"| {sw['cell']} | {q} | {min(share):.3f} - {max(share):.3f} | {min(mean):.3f} - {max(mean):.3f} |"
-            )
-    return {"cells": cells, "knob_sweeps": sweeps}, "\n".join(lines) + "\n"
+            knobs.append([sw["cell"], q, f"{min(share):.3f} - {max(share):.3f}", f"{min(mean):.3f} - {max(mean):.3f}"])
+    lines = [
+        f"E3 online lambda: WeinceLoss statistics (defaults: beta ols, q 0.2, kappa_rho 10, kappa_aic 1, m 2) on "
+        f"{batches} batches of {anchors} anchors per cell, seed {seed}",
+        "",
+        *table(
+            [
+                "cell",
+                "true xi",
+                "mean lambda (± SE)",
+                "share lambda > 0.5",
+                "mean dAIC",
+                "share dAIC > 2",
+                "beta-hat ols",
+                "beta-hat Hill",
+                "mean rho",
+            ],
+            cells,
+        ),
+        "",
+        "Knob sweep (the authors' grid m x kappa_rho x kappa_aic = 27 settings, per q): range over the 27",
+        "",
+        *table(["cell", "q", "share lambda > 0.5 (min - max)", "mean lambda (min - max)"], knobs),
+    ]
+    return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from simcse_weince.core.markdown import table
 from weince_lab.simulation.learning import build_loss
 from weince_lab.simulation.search import (
     loglog_slope,
@@ -101,11 +102,11 @@ def _bounds_table(
             verdict = "upper vacuous (above 2/τ); lower O(1/k)"
         else:
             verdict = "both O(1/k), within the trivial range"
-        rows.append(
-            f"| {tau:g} | {math.exp(2 / tau):.3g} | {lower:.3g} | {low0:.3g} | {upper:.3g} | {up0:.3g} | "
-            f"{small:.2e} – {large:.2e} | {-lower / large:.3g} – {-lower / small:.3g} | "
-            f"{upper / large:.3g} – {upper / small:.3g} | {verdict} |"
-        )
+        rows.append([
+            f"{tau:g}", f"{math.exp(2 / tau):.3g}", f"{lower:.3g}", f"{low0:.3g}", f"{upper:.3g}", f"{up0:.3g}",
+            f"{small:.2e} – {large:.2e}", f"{-lower / large:.3g} – {-lower / small:.3g}",
+            f"{upper / large:.3g} – {upper / small:.3g}", verdict,
+        ])  # fmt: skip
         found.append(
             {"tau": tau, "k": k, "lower": lower, "upper": upper, "trivial_lower": low0, "trivial_upper": up0,
              "abs_gap_range": [small, large], "lower_over_gap": [-lower / large, -lower / small],
@@ -117,9 +118,8 @@ def _bounds_table(
         f"[e^(−1/τ), e^(1/τ)] alone gives. The lower bound −log(1 + e^(2/τ)/k) is ≈ −e^(2/τ)/k only for k ≫ "
         f"e^(2/τ), else ≈ −(2/τ − log k); the upper bound's constant is (e^(2/τ) − 1)²/8 ≈ e^(4/τ)/8, not e^(2/τ). "
         f"Looseness = |bound| / |gap|:", "",
-        "| τ | e^(2/τ) | Whiteley lower | trivial lower | Whiteley upper | trivial upper | \\|gap\\| | "
-        "lower looseness | upper looseness | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|", *rows,
+        *table(["τ", "e^(2/τ)", "Whiteley lower", "trivial lower", "Whiteley upper", "trivial upper", "\\|gap\\|",
+                "lower looseness", "upper looseness", "verdict"], rows),
     ]  # fmt: skip
     vacuous = [f"{r['tau']:g}" for r in found if r["verdict"].startswith("vacuous")]
     lines += ["", "Inside the bounds (all k, seeds and variants): " + "; ".join(
@@ -138,17 +138,16 @@ def report_proposition(settings: SweepSettings, records: list[dict]) -> tuple[di
     s = settings.to_dict()
     variants = [v for v in VARIANTS if v in s["variants"]]
     summary: dict = {"cells": records, "groups": []}
-    head = " | ".join(f"CE − R_k, {VARIANT_NAMES[v]} [95% CI] | MC SE (seed 0) | k·gap | inside" for v in variants)
+    head = [
+        h for v in variants for h in (f"CE − R_k, {VARIANT_NAMES[v]} [95% CI]", "MC SE (seed 0)", "k·gap", "inside")
+    ]
     lines = [
         f"Proposition 1 (fixed embedding = the true vectors): CE − R_k, {s['samples']:,} Monte Carlo samples per k, "
         f"N = {s['items']}, d = {s['dim']}, seeds {s['seeds']} (one universe each); {machine()}. Variants: the k "
         "negatives uniform over the items other than the anchor (anchor excluded), or over all N items, the anchor "
         "included, as Whiteley's π (literal). Both variants share each k's anchors and positives.",
-        "",
-        f"| kernel | τ | k | {head} | Whiteley lower | Whiteley upper |",
-        "|---|---|---|" + "---|---|---|---|" * len(variants) + "---|---|",
     ]
-    constants, shifts = [], []
+    rows, constants, shifts = [], [], []
     for kernel in s["kernels"]:
         for tau in s["taus"]:
             group = select(records, kernel=kernel, tau=tau)
@@ -156,16 +155,12 @@ def report_proposition(settings: SweepSettings, records: list[dict]) -> tuple[di
             for i, k in enumerate(s["ks"]):
                 cols = []
                 for v in variants:
-                    rows = [f["rows"][i] for f in figures[v]]
-                    gaps = [r["gap"] for r in rows]
-                    cols.append(
-                        f"{ci(gaps, '.2e')} | {rows[0]['se']:.1e} | {k * float(np.mean(gaps)):.3f} | "
-                        f"{sum(r['inside'] for r in rows)}/{len(rows)}"
-                    )
+                    at_k = [f["rows"][i] for f in figures[v]]
+                    gaps = [r["gap"] for r in at_k]
+                    cols += [ci(gaps, ".2e"), f"{at_k[0]['se']:.1e}", f"{k * float(np.mean(gaps)):.3f}",
+                             f"{sum(r['inside'] for r in at_k)}/{len(at_k)}"]  # fmt: skip
                 first = figures[variants[0]][0]["rows"][i]
-                lines.append(
-                    f"| {kernel} | {tau:g} | {k} | {' | '.join(cols)} | {first['lower']:.3g} | {first['upper']:.3g} |"
-                )
+                rows.append([kernel, f"{tau:g}", k, *cols, f"{first['lower']:.3g}", f"{first['upper']:.3g}"])
             entry: dict = {"kernel": kernel, "tau": tau}
             for v in variants:
                 f = figures[v]
@@ -185,33 +180,32 @@ def report_proposition(settings: SweepSettings, records: list[dict]) -> tuple[di
                 if v == "excluded":  # the keys the summary had before the variants
                     entry |= {n: found[n] for n in ("slope", "per_seed", "tail_slope", "first_order_constant")}
                     entry["k_gap_at_largest_k"] = found["k_gap_at_largest_k"]
-                constants.append(
-                    f"| {kernel} | {tau:g} | {VARIANT_NAMES[v]} | {ci(found['cross_entropy'], '+.3f')} | "
-                    f"{ci(found['per_seed'], '+.3f')} | {ci([x['tail_slope'] for x in f], '+.3f')} | "
-                    f"{sum(n > 0 for n in found['sign_changes'])}/{len(f)} | "
-                    f"{ci(found['first_order_constant'], '+.2f')} | {np.mean(found['jensen']):.2f} | "
-                    f"{np.mean(found['positive']):.2f} | {ci(found['k_gap_at_largest_k'], '+.2f')} |"
-                )
+                constants.append([
+                    kernel, f"{tau:g}", VARIANT_NAMES[v], ci(found["cross_entropy"], "+.3f"),
+                    ci(found["per_seed"], "+.3f"), ci([x["tail_slope"] for x in f], "+.3f"),
+                    f"{sum(n > 0 for n in found['sign_changes'])}/{len(f)}", ci(found["first_order_constant"], "+.2f"),
+                    f"{np.mean(found['jensen']):.2f}", f"{np.mean(found['positive']):.2f}",
+                    ci(found["k_gap_at_largest_k"], "+.2f"),
+                ])  # fmt: skip
             if len(variants) == 2:
                 shift = [b - a for a, b in zip(*(entry[v]["cross_entropy"] for v in variants), strict=True)]
                 entry["cross_entropy_shift"] = shift
                 c = [np.mean(entry[v]["first_order_constant"]) for v in variants]
-                shifts.append(f"| {kernel} | {tau:g} | {ci(shift, '+.3f')} | {c[0]:+.2f} | {c[1]:+.2f} |")
+                shifts.append([kernel, f"{tau:g}", ci(shift, "+.3f"), f"{c[0]:+.2f}", f"{c[1]:+.2f}"])
             summary["groups"].append(entry)
+    lines += ["", *table(["kernel", "τ", "k", *head, "Whiteley lower", "Whiteley upper"], rows)]
     lines += [
         "", f"Per variant: the whole-universe CE, the slopes of log |CE − R_k| on log k per seed (all k; the 3 largest "
         f"k), seeds whose gap changes sign across k, the exact first-order constant C = lim k·(CE − R_k) = J − P "
         f"(J Jensen's part, E Var_q(w)/2Z̄²; P the positive's, E E_M w/Z̄) and the measured k·(CE − R_k) at k = "
         f"{s['ks'][-1]}; mean [95% t interval] over seeds:", "",
-        "| kernel | τ | variant | CE | slope, all k | slope, 3 largest k | sign change | C exact | J | P | "
-        "k·gap measured |",
-        "|---|---|---|---|---|---|---|---|---|---|---|", *constants,
+        *table(["kernel", "τ", "variant", "CE", "slope, all k", "slope, 3 largest k", "sign change", "C exact", "J",
+                "P", "k·gap measured"], constants),
     ]  # fmt: skip
     if shifts:
         lines += [
             "", "The anchor among the negatives (literal − anchor excluded): the CE shift, paired by seed, and C in "
-            "both variants:", "", "| kernel | τ | CE shift | C, anchor excluded | C, literal |",
-            "|---|---|---|---|---|", *shifts,
+            "both variants:", "", *table(["kernel", "τ", "CE shift", "C, anchor excluded", "C, literal"], shifts),
         ]  # fmt: skip
     lines += ["", "Which part sets the sign of C:", "", *_sign_statement(summary["groups"], variants)]
     bounds, summary["bounds"] = _bounds_table(s, records, summary["groups"], variants)
@@ -247,7 +241,7 @@ PAIRED: tuple[Figure, ...] = (
     Figure("recall10", "recall@10", "+.3f", False),
     Figure("best_link_gap", "best-link KL", "+.4f", True),
 )
-PAIRED_HEADER = " | ".join(f.name for f in PAIRED)
+PAIRED_HEADER = [f.name for f in PAIRED]
 
 
 def paired_figures(records: list[dict], loss: str, part: str | None = None, **match: object) -> dict[str, list[float]]:
@@ -260,9 +254,9 @@ def paired_figures(records: list[dict], loss: str, part: str | None = None, **ma
     return {f.key: _paired(records, getter(f.key), loss, "infonce", **match) for f in PAIRED}
 
 
-def paired_columns(diffs: dict[str, list[float]]) -> str:
-    """The Markdown cells of :data:`PAIRED`'s differences, ``mean [low, high]``."""
-    return " | ".join(ci(diffs[f.key], f.fmt) for f in PAIRED)
+def paired_columns(diffs: dict[str, list[float]]) -> list[str]:
+    """The table cells of :data:`PAIRED`'s differences, ``mean [low, high]``."""
+    return [ci(diffs[f.key], f.fmt) for f in PAIRED]
 
 
 def _direction(values: list[float], figure: Figure) -> int:
@@ -337,15 +331,15 @@ def true_vector_statistics(settings: SweepSettings) -> tuple[dict, list[str]]:
             universe, universe.vectors, loss, max(s["ks"]), s["batch"], SHORTFALL_BATCHES, generator
         )
         per_seed.append({"seed": seed, **stats})
-    cols = " | ".join(ci([x[name] for x in per_seed], ".3f") for name in _SHORTFALL_COLUMNS)
+    cols = [ci([x[name] for x in per_seed], ".3f") for name in _SHORTFALL_COLUMNS]
     lines = [
         "", f"WEINCE's statistics at the true vectors (the universe's own shortfalls, d = {s['dim']}; the same for "
         f"every kernel): over the N − 1 = {s['items'] - 1} other items of every anchor, as the universe KL scores "
         f"WEINCE, and over {SHORTFALL_BATCHES} training batches of {s['batch']} anchors × k = {max(s['ks'])} uniform "
         "negatives, as training reads them; β̂ the loss's own (β mode ols, clamped), mean over seeds [95% t "
         f"interval]; the endpoint and blend kernels' β* = {s['beta']:g}:", "",
-        "| d | β̂, N − 1 items | ρ_0, N − 1 items | λ, N − 1 items | β̂, k negatives | ρ_0, k negatives | "
-        "λ, k negatives |", "|---|---|---|---|---|---|---|", f"| {s['dim']} | {cols} |",
+        *table(["d", "β̂, N − 1 items", "ρ_0, N − 1 items", "λ, N − 1 items", "β̂, k negatives", "ρ_0, k negatives",
+                "λ, k negatives"], [[s["dim"], *cols]]),
     ]  # fmt: skip
     return {"dim": s["dim"], "beta_star": s["beta"], "per_seed": per_seed}, lines
 
@@ -364,24 +358,19 @@ def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict
         f"Trained tables, gap to the Bayes search against k: τ = {tau:g}, {n:,} training pairs, {s['steps']} steps "
         f"of {s['batch']} anchors, Adam lr {s['lr']:g}; N = {s['items']}, d = d′ = {s['dim']}; seeds {s['seeds']}; "
         f"{machine()}. Means over seeds [95% t interval].",
-        "",
-        f"| kernel | loss | k | universe KL | search KL (m = {size}) | top-1 agreement | recall@10 | best-link KL | "
-        "cosine r | Procrustes | λ (training) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    slopes, paired, links, found = [], [], [], []
+    rows, slopes, paired, links, found = [], [], [], [], []
     summary: dict = {"cells": records, "slopes": [], "paired": []}
     for kernel in s["kernels"]:
         for loss in s["losses"]:
             for k in s["ks"]:
                 g = select(records, kernel=kernel, loss=loss, k=k, tau=tau, pairs=n)
-                lines.append(
-                    f"| {kernel} | {loss} | {k} | {ci([r['universe_gap'] for r in g])} | "
-                    f"{ci([r['search_gap'][size]['mean'] for r in g])} | {ci([r['top1'] for r in g], '.3f')} | "
-                    f"{ci([r['recall10'] for r in g], '.3f')} | {ci([r['best_link_gap'] for r in g])} | "
-                    f"{np.mean([r['cosine_corr'] for r in g]):.3f} | {np.mean([r['procrustes'] for r in g]):.3f} | "
-                    f"{np.mean([r['lambda_mean'] for r in g]):.3f} |"
-                )
+                rows.append([
+                    kernel, loss, k, ci([r["universe_gap"] for r in g]), ci([r["search_gap"][size]["mean"] for r in g]),
+                    ci([r["top1"] for r in g], ".3f"), ci([r["recall10"] for r in g], ".3f"),
+                    ci([r["best_link_gap"] for r in g]), f"{np.mean([r['cosine_corr'] for r in g]):.3f}",
+                    f"{np.mean([r['procrustes'] for r in g]):.3f}", f"{np.mean([r['lambda_mean'] for r in g]):.3f}",
+                ])  # fmt: skip
             per_seed, excess = {}, {}
             for seed in s["seeds"]:
                 g = sorted(select(records, kernel=kernel, loss=loss, seed=seed), key=lambda r: r["cell"]["k"])
@@ -392,35 +381,37 @@ def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict
             readable = [v for v in excess.values() if v is not None]
             ex = ci(readable, "+.2f") if readable else "n/a"
             slopes.append(
-                f"| {kernel} | {loss} | {mean:+.3f} [{low:+.3f}, {high:+.3f}] | {ex} | {len(readable)}/{len(excess)} |"
+                [kernel, loss, f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]", ex, f"{len(readable)}/{len(excess)}"]
             )
             summary["slopes"].append(
                 {"kernel": kernel, "loss": loss, "slope": [mean, low, high], "per_seed": per_seed,
                  "excess_slope_per_seed": excess}
             )  # fmt: skip
             g = select(records, kernel=kernel, loss=loss, k=max(s["ks"]))
-            links.append(
-                f"| {kernel} | {loss} | {ci([r['link']['a'] for r in g], '.2f')} | "
-                f"{ci([r['link']['b'] for r in g], '.2f')} | {ci([r['link']['heldout_gain'] for r in g], '.4f')} |"
-            )
+            links.append([
+                kernel, loss, ci([r["link"]["a"] for r in g], ".2f"), ci([r["link"]["b"] for r in g], ".2f"),
+                ci([r["link"]["heldout_gain"] for r in g], ".4f"),
+            ])  # fmt: skip
         for loss in _against_infonce(s):
             for k in s["ks"]:
                 diffs = paired_figures(records, loss, kernel=kernel, k=k)
-                paired.append(f"| {kernel} | {loss} − infonce | {k} | {paired_columns(diffs)} |")
+                paired.append([kernel, f"{loss} − infonce", k, *paired_columns(diffs)])
                 words = disagreement(f"{kernel}, {loss} − infonce, k = {k}", diffs)
                 found += [words] if words else []
                 summary["paired"].append({"kernel": kernel, "loss": loss, "k": k, **diffs, "disagreement": words})
     lines += [
+        "", *table(["kernel", "loss", "k", "universe KL", f"search KL (m = {size})", "top-1 agreement", "recall@10",
+                    "best-link KL", "cosine r", "Procrustes", "λ (training)"], rows),
         "", "Slope of log(universe KL) on log k, fitted per seed, mean [95% t interval]; and the slope of the excess "
         "over the floor, log(KL(k) − floor) on the k below the two largest, floor = the smaller KL at the two "
         "largest k (seeds where every excess is > 0; the interval is over those):", "",
-        "| kernel | loss | slope, all k | excess slope | seeds readable |", "|---|---|---|---|---|", *slopes,
+        *table(["kernel", "loss", "slope, all k", "excess slope", "seeds readable"], slopes),
         "", "Paired by seed (same universe, pairs, negatives, initial table and evaluation problems):", "",
-        f"| kernel | difference | k | {PAIRED_HEADER} |", "|---|---|---|---|---|---|---|", *paired,
+        *table(["kernel", "difference", "k", *PAIRED_HEADER], paired),
         *disagreement_lines(found),
         "", f"Link selection on the learned cosines (true positives as winners; k = {max(s['ks'])}): a = (1 − λ)/τ, "
         "b = λβ, held-out gain of the family over the softmax link (nats / anchor):", "",
-        "| kernel | loss | a | b | held-out gain |", "|---|---|---|---|---|", *links,
+        *table(["kernel", "loss", "a", "b", "held-out gain"], links),
     ]  # fmt: skip
     truth = [f"{kernel}: (a*, b*) = {kernel_law(kernel, s['kappa'], s['beta'], s['blend_lambda']).coefficients}"
              for kernel in s["kernels"]]  # fmt: skip
@@ -437,14 +428,11 @@ def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[di
         f"Trained tables, gap to the Bayes search against τ: k = {k}, training sets of {s['pairs']} pairs, "
         f"{s['steps']} steps of {s['batch']} anchors; N = {s['items']}, d = {s['dim']}; seeds {s['seeds']}; "
         f"{machine()}. Means over seeds [95% t interval]; sd = the standard deviation across seeds.",
-        "",
-        "| kernel | loss | τ | "
-        + " | ".join(f"universe KL, n = {n:,} (sd)" for n in s["pairs"])
-        + " | small − large n | top-1 (largest n) | recall@10 (largest n) | best-link KL (largest n) | λ (training) |",
-        "|---|---|---|" + "---|" * len(s["pairs"]) + "---|---|---|---|---|",
     ]
+    header = ["kernel", "loss", "τ", *(f"universe KL, n = {n:,} (sd)" for n in s["pairs"]), "small − large n",
+              "top-1 (largest n)", "recall@10 (largest n)", "best-link KL (largest n)", "λ (training)"]  # fmt: skip
     summary: dict = {"cells": records, "best": [], "paired": []}
-    best, paired, found = [], [], []
+    rows, best, paired, found = [], [], [], []
     for kernel in s["kernels"]:
         for loss in s["losses"]:
             means = {}
@@ -459,30 +447,31 @@ def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[di
                 spread = [per_n[small][seed] - per_n[large][seed] for seed in per_n[large]]
                 g = select(records, kernel=kernel, loss=loss, tau=tau, pairs=large)
                 means[tau] = float(np.mean(list(per_n[large].values())))
-                lines.append(
-                    f"| {kernel} | {loss} | {tau:g} | " + " | ".join(cols) + f" | {ci(spread, '+.4f')} | "
-                    f"{ci([r['top1'] for r in g], '.3f')} | {ci([r['recall10'] for r in g], '.3f')} | "
-                    f"{ci([r['best_link_gap'] for r in g])} | {np.mean([r['lambda_mean'] for r in g]):.3f} |"
-                )
+                rows.append([
+                    kernel, loss, f"{tau:g}", *cols, ci(spread, "+.4f"), ci([r["top1"] for r in g], ".3f"),
+                    ci([r["recall10"] for r in g], ".3f"), ci([r["best_link_gap"] for r in g]),
+                    f"{np.mean([r['lambda_mean'] for r in g]):.3f}",
+                ])  # fmt: skip
             tau_best = min(means, key=means.get)
-            best.append(f"| {kernel} | {loss} | {tau_best:g} | {means[tau_best]:.4f} |")
+            best.append([kernel, loss, f"{tau_best:g}", f"{means[tau_best]:.4f}"])
             summary["best"].append({"kernel": kernel, "loss": loss, "tau": tau_best, "universe_gap": means[tau_best]})
         for loss in _against_infonce(s):
             for tau in s["taus"]:
                 for n in s["pairs"]:
                     diffs = paired_figures(records, loss, kernel=kernel, tau=tau, pairs=n)
-                    paired.append(f"| {kernel} | {loss} − infonce | {tau:g} | {n:,} | {paired_columns(diffs)} |")
+                    paired.append([kernel, f"{loss} − infonce", f"{tau:g}", f"{n:,}", *paired_columns(diffs)])
                     words = disagreement(f"{kernel}, {loss} − infonce, τ = {tau:g}, n = {n:,}", diffs)
                     found += [words] if words else []
                     summary["paired"].append(
                         {"kernel": kernel, "loss": loss, "tau": tau, "pairs": n, **diffs, "disagreement": words}
                     )
     lines += [
-        "", f"Best τ (lowest mean universe KL at n = {max(s['pairs']):,}):", "", "| kernel | loss | τ | universe KL |",
-        "|---|---|---|---|", *best,
+        "", *table(header, rows),
+        "", f"Best τ (lowest mean universe KL at n = {max(s['pairs']):,}):", "",
+        *table(["kernel", "loss", "τ", "universe KL"], best),
         "", "Paired by seed (same universe, pairs, negatives, initial table and evaluation problems), mean [95% t "
         "interval]; KL lower is better, top-1 and recall@10 higher:", "",
-        f"| kernel | difference | τ | n | {PAIRED_HEADER} |", "|---|---|---|---|---|---|---|---|", *paired,
+        *table(["kernel", "difference", "τ", "n", *PAIRED_HEADER], paired),
         *disagreement_lines(found),
     ]  # fmt: skip
     summary["true_vector_statistics"], more = true_vector_statistics(settings)
@@ -499,39 +488,37 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
         f"those and on the {s['items'] - half} held-out items; k = {s['ks'][0]}, τ = {s['taus'][0]:g}, "
         f"{s['pairs'][0]:,} pairs, {s['steps']} steps of {s['batch']}; seeds {s['seeds']}; {machine()}. "
         "Means over seeds [95% t interval].",
-        "",
-        "| kernel | loss | universe KL, trained items | universe KL, held-out items | top-1, trained | "
-        "top-1, held-out | recall@10, held-out | best-link KL, held-out | cosine r, held-out | λ (training) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    paired, found, counts, summary = [], [], [], {"cells": records, "paired": []}
+    rows, paired, found, counts, summary = [], [], [], [], {"cells": records, "paired": []}
     for kernel in s["kernels"]:
         for loss in s["losses"]:
             g = select(records, kernel=kernel, loss=loss)
-            lines.append(
-                f"| {kernel} | {loss} | {ci([r['train']['universe_gap'] for r in g])} | "
-                f"{ci([r['heldout']['universe_gap'] for r in g])} | {ci([r['train']['top1'] for r in g], '.3f')} | "
-                f"{ci([r['heldout']['top1'] for r in g], '.3f')} | "
-                f"{ci([r['heldout']['recall10'] for r in g], '.3f')} | "
-                f"{ci([r['heldout']['best_link_gap'] for r in g])} | "
-                f"{np.mean([r['heldout']['cosine_corr'] for r in g]):.3f} | "
-                f"{np.mean([r['lambda_mean'] for r in g]):.3f} |"
-            )
+            rows.append([
+                kernel, loss, ci([r["train"]["universe_gap"] for r in g]),
+                ci([r["heldout"]["universe_gap"] for r in g]),
+                ci([r["train"]["top1"] for r in g], ".3f"), ci([r["heldout"]["top1"] for r in g], ".3f"),
+                ci([r["heldout"]["recall10"] for r in g], ".3f"), ci([r["heldout"]["best_link_gap"] for r in g]),
+                f"{np.mean([r['heldout']['cosine_corr'] for r in g]):.3f}",
+                f"{np.mean([r['lambda_mean'] for r in g]):.3f}",
+            ])  # fmt: skip
         for loss in _against_infonce(s):
             diffs = paired_figures(records, loss, "heldout", kernel=kernel)
-            paired.append(f"| {kernel} | {loss} − infonce | {paired_columns(diffs)} |")
+            paired.append([kernel, f"{loss} − infonce", *paired_columns(diffs)])
             words = disagreement(f"{kernel}, {loss} − infonce, held-out items", diffs)
             found += [words] if words else []
             summary["paired"].append({"kernel": kernel, "loss": loss, "heldout": diffs, "disagreement": words})
             held = s["items"] - half
             per_seed = [round(d * held) for d in diffs["top1"]]
-            counts.append(f"| {kernel} | {loss} − infonce | {', '.join(f'{c:+d}' for c in per_seed)} |")
+            counts.append([kernel, f"{loss} − infonce", ", ".join(f"{c:+d}" for c in per_seed)])
             summary["paired"][-1]["heldout_top1_items"] = per_seed
-    lines += ["", "Held-out items, paired by seed, mean [95% t interval]; KL lower is better, top-1 and recall@10 "
-              "higher:", "", f"| kernel | difference | {PAIRED_HEADER} |", "|---|---|---|---|---|---|", *paired,
+    lines += ["", *table(["kernel", "loss", "universe KL, trained items", "universe KL, held-out items",
+                          "top-1, trained", "top-1, held-out", "recall@10, held-out", "best-link KL, held-out",
+                          "cosine r, held-out", "λ (training)"], rows),
+              "", "Held-out items, paired by seed, mean [95% t interval]; KL lower is better, top-1 and recall@10 "
+              "higher:", "", *table(["kernel", "difference", *PAIRED_HEADER], paired),
               *disagreement_lines(found),
               "", f"Held-out top-1 differences in items (of {s['items'] - half}), per seed {s['seeds']}:", "",
-              "| kernel | difference | items per seed |", "|---|---|---|", *counts,
+              *table(["kernel", "difference", "items per seed"], counts),
               "", "Draws by seed s (torch generator seeds): universe 10007 + s, held-out split s + 17, observations "
               "3s + 2, encoder weights 2s + 1, training pairs and negatives 2s, link problems 1000003s + 1, search "
               f"problems 1000003s + m. Every loss at one seed shares them (paired). {shared_draws(s['seeds'])} "
