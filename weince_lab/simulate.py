@@ -33,11 +33,11 @@ from typing import get_args, get_origin, get_type_hints
 import torch
 
 from simcse_weince.cli.errors import command_main
-from simcse_weince.core import checks, strict_json
-from simcse_weince.core.atomic import write_text_atomic
+from simcse_weince.core import checks
 from simcse_weince.core.memory import check_memory
 from simcse_weince.core.stopping import kept_on_stop
 from simcse_weince.diagnostics.pot import MIN_EXCEEDANCES
+from weince_lab import report
 from weince_lab.simulation.decision_rule import DecisionRuleConfig, Size, load_sweep, markdown, measure
 from weince_lab.simulation.experiments import E2Config, run_e1, run_e2, run_e3
 from weince_lab.simulation.noise_floor import ClosedForms, NoiseFloorRow
@@ -338,8 +338,7 @@ def decision_rule(args: argparse.Namespace, argv: Sequence[str]) -> dict:
             f"\n\nCommand: `{command}`\n\nTruth: {Path(args.sweep) / 'temperature.cells.jsonl'}; the InfoNCE tables "
             f"retrained here match its universe KL within {max(gaps, default=math.nan):.1e} (largest |difference|)."
         )
-        write_text_atomic(out / "decision_rule.json", strict_json.dumps(result, indent=2))
-        write_text_atomic(out / "decision_rule.md", markdown(result["rows"], result["truths"], header))
+        report.write(out / "decision_rule", markdown(result["rows"], result["truths"], header), result)
 
     result = measure(config, logger.info, write, args.workers)
     write(result)
@@ -378,9 +377,8 @@ def run(argv: Sequence[str]) -> dict:
         else:
             plots = [written.add(plot_lambda_cells(result["cells"], out / "e3_lambda.png"))]
         result |= {"seconds": time.perf_counter() - t0, "plots": [str(p) for p in plots], "argv": list(argv)}
-        (out / f"{args.experiment}.json").write_text(strict_json.dumps(result, indent=2))
-        written.add(out / f"{args.experiment}.json")
-        (out / f"{args.experiment}.md").write_text(table)
+        for path in report.write(out / args.experiment, table, result):
+            written.add(path)
     print(table + f"\nwrote {out / (args.experiment + '.md')} ({result['seconds']:.0f} s)")
     return result
 

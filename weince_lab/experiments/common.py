@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import multiprocessing
 import os
 import signal
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from weince_lab.report import table, write
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -154,14 +155,14 @@ def summary_table(
     every other variant (seeds common to all variants)."""
     seeds = sorted(set.intersection(*(set(runs) for runs in per_run.values())))
     summary: dict = {"seeds": seeds, "base": base, "losses": {}, "difference": {}}
-    lines = ["| loss | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+    rows = []
     for loss, runs in per_run.items():
         cells = []
         for m in metrics:
             mu, sd = mean_std([runs[s][m] for s in seeds])
             summary["losses"].setdefault(loss, {})[m] = {"mean": mu, "std": sd, "runs": [runs[s][m] for s in seeds]}
             cells.append(f"{mu:.2f} ± {sd:.2f}")
-        lines.append(f"| {loss} | " + " | ".join(cells) + " |")
+        rows.append([loss, *cells])
     for other in per_run:
         if other == base:
             continue
@@ -171,8 +172,8 @@ def summary_table(
             mu, sd = mean_std(diffs)
             summary["difference"].setdefault(other, {})[m] = {"mean": mu, "std": sd, "per_seed": diffs}
             cells.append(f"{mu:+.2f} ± {sd:.2f}")
-        lines.append(f"| {other} − {base} (paired by seed) | " + " | ".join(cells) + " |")
-    return "\n".join(lines), summary
+        rows.append([f"{other} − {base} (paired by seed)", *cells])
+    return "\n".join(table(["loss", *metrics], rows)), summary
 
 
 def plot_metrics(
@@ -215,5 +216,4 @@ def plot_metrics(
 
 def write_results(out_prefix: Path, table: str, summary: dict, header: str) -> None:
     out_prefix.parent.mkdir(parents=True, exist_ok=True)
-    out_prefix.with_suffix(".md").write_text(f"{header}\n\n{table}\n")
-    out_prefix.with_suffix(".json").write_text(json.dumps(summary, indent=2))
+    write(out_prefix, f"{header}\n\n{table}\n", summary)

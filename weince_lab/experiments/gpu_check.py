@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from weince_lab.experiments.common import REPO, child_env
+from weince_lab.report import table
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -397,9 +398,8 @@ def main(argv: list[str] | None = None) -> int:
 
     title = "CPU smoke (toy sizes, not figures)" if args.cpu_smoke else torch.cuda.get_device_name(0)
     print(f"\nGPU check — {title}\n")
-    print("| check | status | figures | s |\n|---|---|---|---|")
-    for r in rows:
-        print(f"| {r.check} | {r.status} | {r.figures} | {r.seconds:.0f} |")
+    print("\n".join(table(["check", "status", "figures", "s"], [[r.check, r.status, r.figures, f"{r.seconds:.0f}"]
+                                                                 for r in rows])))  # fmt: skip
     return 1 if any(r.status == "FAIL" for r in rows) else 0
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from simcse_weince.diagnostics.link import coefficients
+from weince_lab.report import table, write
 from weince_lab.simulation.search import mean_interval as interval
 from weince_lab.simulation.sweep_cells import run_cell
 from weince_lab.simulation.sweep_settings import resolve
@@ -178,13 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         a_true, b_true = truth(settings, kern)
         lines += [f"## Kernel {kern} (true a = {a_true:g}, b = {b_true:g})", ""]
         for k in ks:
-            lines += [
-                f"### k = {k}",
-                "",
-                "| arm | τ chosen | KL | Δ KL vs InfoNCE | best-link KL | Δ best-link | top-1 | Δ top-1 | recall@10 "
-                "| learned a | learned b |",
-                "|---|---|---|---|---|---|---|---|---|---|---|",
-            ]
+            rows = []
             base = {f: figures(kern, k, "infonce", f) for f in ("universe_gap", "best_link_gap", "top1")}
             for arm in ARMS:
                 names = ("universe_gap", "best_link_gap", "top1", "recall10")
@@ -194,13 +189,13 @@ def main(argv: list[str] | None = None) -> int:
                 la = figures(kern, k, arm, "link_a") if has_link else None
                 lb = figures(kern, k, arm, "link_b") if has_link and arm != "learned_temperature" else None
                 tau = "—" if arm in FIXED_ARMS else f"{chosen[(kern, k, arm)]:g}"
-                lines.append(
-                    f"| {LABELS[arm]} | {tau} | {fmt(f['universe_gap'])} | "
-                    f"{'—' if arm == 'infonce' else fmt(diff['universe_gap'])} | {fmt(f['best_link_gap'])} | "
-                    f"{'—' if arm == 'infonce' else fmt(diff['best_link_gap'])} | {fmt(f['top1'])} | "
-                    f"{'—' if arm == 'infonce' else fmt(diff['top1'])} | {fmt(f['recall10'])} | "
-                    f"{fmt(la, 2) if la else '—'} | {fmt(lb, 2) if lb else '—'} |"
-                )
+                same = arm == "infonce"
+                rows.append([
+                    LABELS[arm], tau, fmt(f["universe_gap"]), "—" if same else fmt(diff["universe_gap"]),
+                    fmt(f["best_link_gap"]), "—" if same else fmt(diff["best_link_gap"]), fmt(f["top1"]),
+                    "—" if same else fmt(diff["top1"]), fmt(f["recall10"]), fmt(la, 2) if la else "—",
+                    fmt(lb, 2) if lb else "—",
+                ])  # fmt: skip
                 summary.setdefault("cells", []).append(
                     {
                         "kernel": kern, "k": k, "arm": arm, "tau": None if arm in FIXED_ARMS else chosen[kern, k, arm],
@@ -210,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
                         "truth": [a_true, b_true],
                     }
                 )  # fmt: skip
-            lines.append("")
+            header = ["arm", "τ chosen", "KL", "Δ KL vs InfoNCE", "best-link KL", "Δ best-link", "top-1", "Δ top-1",
+                      "recall@10", "learned a", "learned b"]  # fmt: skip
+            lines += [f"### k = {k}", "", *table(header, rows), ""]
 
     # the targets stated in the issue before the run
     lines += ["## The targets (stated before the run)", ""]
@@ -240,9 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"truth ({a_true:g}, {b_true:g}): a {'inside' if inside[0] else 'outside'}, b "
                 f"{'inside' if inside[1] else 'outside'}."
             )
-    (args.out / "output.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     summary["chosen"] = {f"{kern}/{k}/{arm}": t for (kern, k, arm), t in chosen.items()}
-    (args.out / "output.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    write(args.out / "output", "\n".join(lines) + "\n", summary, indent=1)
     print(f"wrote {args.out / 'output.md'}")
     return 0
 

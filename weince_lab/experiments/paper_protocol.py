@@ -61,6 +61,7 @@ from typing import Any
 import yaml
 
 from weince_lab.experiments.common import REPO, continue_argv, mean_std, run_module, write_results
+from weince_lab.report import table
 
 PAPER_CONFIG, QUICK_CONFIG = "cifar100_resnet18_authors.yaml", "cpu_proxy_cifar10.yaml"
 RESULTS = "experiments/results/paper_protocol"
@@ -453,7 +454,7 @@ def t_halfwidth(values: list[float]) -> float:
 
 def summarise(args: argparse.Namespace, chosen: dict[str, dict]) -> tuple[str, dict]:
     """The table (paper's shape), the paired differences and the selected configurations, as markdown and JSON."""
-    lines = ["| arm | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
+    arms, differences = [], []
     summary: dict[str, Any] = {"arms": {}, "differences": {}, "seeds": args.seeds, "eval_seeds": args.eval_seeds}
     for arm, sel in chosen.items():
         cells = []
@@ -462,9 +463,7 @@ def summarise(args: argparse.Namespace, chosen: dict[str, dict]) -> tuple[str, d
             mu, sd = mean_std(vals) if vals else (float("nan"), float("nan"))
             cells.append(f"{mu:.2f} ± {sd:.2f}" if vals else "—")
         summary["arms"][arm] = {"label": ARMS[arm].label, "selected": sel}
-        lines.append(f"| ({arm}) {ARMS[arm].label} | " + " | ".join(cells) + " |")
-    lines += ["", "Paired differences of the test figures (same encoder seeds): mean ± std [95 % t-interval]", ""]
-    lines += ["| difference | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
+        arms.append([f"({arm}) {ARMS[arm].label}", *cells])
     for x, y, what in PAIRS:
         if x not in chosen or y not in chosen:
             continue
@@ -477,14 +476,19 @@ def summarise(args: argparse.Namespace, chosen: dict[str, dict]) -> tuple[str, d
             entry[m] = {"mean": mu, "std": sd, "ci95_halfwidth": hw, "per_seed": diffs, "seeds": common}
             cells.append(f"{mu:+.2f} ± {sd:.2f} [{mu - hw:+.2f}, {mu + hw:+.2f}]")
         summary["differences"][f"({x})-({y})"] = {"isolates": what, **entry}
-        lines.append(f"| ({x})−({y}): {what} | " + " | ".join(cells) + " |")
+        differences.append([f"({x})−({y}): {what}", *cells])
+    lines = [
+        *table(["arm", *METRICS], arms),
+        "", "Paired differences of the test figures (same encoder seeds): mean ± std [95 % t-interval]", "",
+        *table(["difference", *METRICS], differences),
+    ]  # fmt: skip
     best_of = [a for a in chosen if ARMS[a].grid is not None]
     if best_of:
         lines += ["", "Configuration each best-of arm selected (by the validation figure, per metric):", ""]
-        lines += ["| arm | " + " | ".join(METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
-        for arm in best_of:
-            cells = [chosen[arm][m]["config"] if m in chosen[arm] else "—" for m in METRICS]
-            lines.append(f"| ({arm}) | " + " | ".join(cells) + " |")
+        lines += table(
+            ["arm", *METRICS], [[f"({a})", *(chosen[a][m]["config"] if m in chosen[a] else "—" for m in METRICS)]
+                                for a in best_of]
+        )  # fmt: skip
     return "\n".join(lines), summary
 
 

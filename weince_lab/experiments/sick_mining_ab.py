@@ -35,8 +35,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from weince_lab.experiments.common import child_env, mean_std, run_child  # noqa: E402
+from weince_lab.experiments.common import child_env, mean_std, run_child, write_results  # noqa: E402
 from weince_lab.experiments.sick_nli import build_rows, read_sick, write_csv  # noqa: E402
+from weince_lab.report import table  # noqa: E402
 
 ARMS = ("sick", "mined", "none")
 LAMBDA = (("lambda", "mean λ"), ("lambda_frac_gt_half", "share λ > 0.5"), ("rho", "mean ρ"),
@@ -154,16 +155,14 @@ def combine(summaries: dict[str, dict], variants: Sequence[str]) -> tuple[str, d
     per_run = {arm: s["per_run"] for arm, s in summaries.items()}
     first = next(iter(per_run.values()))[variants[0]]
     metrics = list(next(iter(first.values())))
-    head = "| {} | " + " | ".join(metrics) + " |"
-    rule = "|---" * (len(metrics) + 1) + "|"
     cell = "{:.2f} ± {:.2f}"
-    lines, out = [head.format("arm / loss"), rule], {"metrics": metrics, "mean": {}, "difference": {}, "lambda": {}}
+    means, differences, lambdas = [], [], []
+    out: dict = {"metrics": metrics, "mean": {}, "difference": {}, "lambda": {}}
     for arm, runs in per_run.items():
         for v in variants:
             stats = [mean_std([r[m] for r in runs[v].values()]) for m in metrics]
             out["mean"][f"{arm} / {v}"] = dict(zip(metrics, stats, strict=True))
-            lines.append(f"| {arm} / {v} | " + " | ".join(cell.format(*x) for x in stats) + " |")
-    lines += ["", head.format("paired difference (by seed)"), rule]
+            means.append([f"{arm} / {v}", *(cell.format(*x) for x in stats)])
     base_arm = next(iter(per_run))
     pairs = [(f"{arm}: {variants[-1]} − {variants[0]}", runs[variants[-1]], runs[variants[0]])
              for arm, runs in per_run.items() if len(variants) > 1]  # fmt: skip
@@ -172,17 +171,19 @@ def combine(summaries: dict[str, dict], variants: Sequence[str]) -> tuple[str, d
     for name, runs, base in pairs:
         stats = [paired(runs, base, m) for m in metrics]
         out["difference"][name] = dict(zip(metrics, stats, strict=True))
-        lines.append(f"| {name} | " + " | ".join("{:+.2f} ± {:.2f}".format(*x) for x in stats) + " |")
-    lines += ["", "| arm / loss | " + " | ".join(label for _, label in LAMBDA) + " |", "|---" * (len(LAMBDA) + 1) + "|"]
+        differences.append([name, *("{:+.2f} ± {:.2f}".format(*x) for x in stats)])
     for arm, s in summaries.items():
         for v in variants:
             values = [[r[k] for r in s["lambda"][v].values() if r.get(k) is not None] for k, _ in LAMBDA]
             out["lambda"][f"{arm} / {v}"] = {
                 k: mean_std(x) if x else None for (k, _), x in zip(LAMBDA, values, strict=True)
             }
-            lines.append(
-                f"| {arm} / {v} | " + " | ".join(cell.format(*mean_std(x)) if x else "–" for x in values) + " |"
-            )
+            lambdas.append([f"{arm} / {v}", *(cell.format(*mean_std(x)) if x else "–" for x in values)])
+    lines = [
+        *table(["arm / loss", *metrics], means),
+        "", *table(["paired difference (by seed)", *metrics], differences),
+        "", *table(["arm / loss", *(label for _, label in LAMBDA)], lambdas),
+    ]  # fmt: skip
     return "\n".join(lines), out
 
 
@@ -206,10 +207,7 @@ def main() -> None:
               f"{args.seeds}; {args.eval_tasks} ({args.eval_mode}); mined by {args.mining_model}, margin "
               f"{args.margin}, range_max {args.range_max}{'; ' + ' '.join(args.extra) if args.extra else ''}; "
               "mean ± std over seeds")  # fmt: skip
-    prefix = Path(args.out)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    prefix.with_suffix(".md").write_text(f"{header}\n\n{table}\n", encoding="utf-8")
-    prefix.with_suffix(".json").write_text(json.dumps({"header": header, **out}, indent=2), encoding="utf-8")
+    write_results(Path(args.out), table, {"header": header, **out}, header)
     print(f"{header}\n\n{table}")
 
 

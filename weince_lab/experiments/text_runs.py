@@ -37,6 +37,7 @@ from weince_lab.experiments.common import (
     write_results,
 )
 from weince_lab.experiments.text_space import space_diagnostics
+from weince_lab.report import table
 
 STS_COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 
@@ -153,37 +154,35 @@ def score_row(report: dict, eval_mode: str, short: dict[str, str]) -> dict[str, 
 def link_table(stats: dict[str, dict[int, dict[str, float | None]]]) -> str:
     """The link losses' final (a, b) per variant and seed (``results.json``), or an empty string without any."""
     rows = [
-        f"| {v} | {seed} | {r['link_a_final']:.2f} | "
-        + ("–" if r.get("link_b_final") is None else f"{r['link_b_final']:.3f}")
-        + " |"
+        [v, seed, f"{r['link_a_final']:.2f}", "–" if r.get("link_b_final") is None else f"{r['link_b_final']:.3f}"]
         for v, runs in stats.items()
         for seed, r in runs.items()
         if r.get("link_a_final") is not None
     ]
-    return "\n".join(["| variant | seed | learned a | learned b |", "|---|---|---|---|", *rows]) if rows else ""
+    return "\n".join(table(["variant", "seed", "learned a", "learned b"], rows)) if rows else ""
 
 
 def lambda_table(stats: dict[str, dict[int, dict[str, float | None]]]) -> str:
     """What λ did during training, per variant (mean ± std over seeds of the run means): mean λ, the share of
     anchors with λ > 0.5, mean ΔAIC, mean ρ (1 − the anchor's hardest negative score); InfoNCE computes none."""
-    lines = ["| variant | mean λ | share λ > 0.5 | mean ΔAIC | mean ρ |", "|---|---|---|---|---|"]
+    rows = []
     for v, runs in stats.items():
         cells = []
         for key in LAMBDA_STATS:
             values = [r[key] for r in runs.values() if r.get(key) is not None]
             cells.append("{:.3f} ± {:.3f}".format(*mean_std(values)) if values else "–")
-        lines.append(f"| {v} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append([v, *cells])
+    return "\n".join(table(["variant", "mean λ", "share λ > 0.5", "mean ΔAIC", "mean ρ"], rows))
 
 
 def time_table(stats: dict[str, dict[int, dict[str, float | None]]]) -> str:
     """Training minutes per run, mean ± std over seeds per variant, or an empty string without any."""
-    lines = ["| variant | minutes per run | runs |", "|---|---|---|"]
+    rows = []
     for v, runs in stats.items():
         values = [r["train_minutes"] for r in runs.values() if r.get("train_minutes") is not None]
         if values:
-            lines.append(f"| {v} | " + "{:.1f} ± {:.1f}".format(*mean_std(values)) + f" | {len(values)} |")
-    return "\n".join(lines) if len(lines) > 2 else ""
+            rows.append([v, "{:.1f} ± {:.1f}".format(*mean_std(values)), len(values)])
+    return "\n".join(table(["variant", "minutes per run", "runs"], rows)) if rows else ""
 
 
 def _interval(ci: list[float] | None) -> str:
@@ -195,19 +194,15 @@ def diagnose_table(per_run: dict[str, dict[int, dict[str, float]]], stats: dict[
     diagnosed with ``--diagnose``), and whether the diagnosis identified (a, b) (not when the positive ranks first
     for nearly every anchor), or an empty string without any."""
     rows = [
-        f"| {v} | {seed} | {per_run[v][seed]['anisotropy']:.3f} | {r['diag_xi']:.3f} | {r['diag_a']:.2f} "
-        f"{_interval(r.get('diag_a_ci'))} | {r['diag_b']:.3f} {_interval(r.get('diag_b_ci'))} | "
-        + ("no" if r.get("diag_identified") is False else "yes")
-        + " |"
+        [v, seed, f"{per_run[v][seed]['anisotropy']:.3f}", f"{r['diag_xi']:.3f}",
+         f"{r['diag_a']:.2f} {_interval(r.get('diag_a_ci'))}", f"{r['diag_b']:.3f} {_interval(r.get('diag_b_ci'))}",
+         "no" if r.get("diag_identified") is False else "yes"]
         for v, runs in stats.items()
         for seed, r in runs.items()
         if r.get("diag_a") is not None
-    ]
-    head = [
-        "| variant | seed | anisotropy | ξ̂ | a [95 % interval] | b [95 % interval] | (a, b) identified |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    return "\n".join([*head, *rows]) if rows else ""
+    ]  # fmt: skip
+    header = ["variant", "seed", "anisotropy", "ξ̂", "a [95 % interval]", "b [95 % interval]", "(a, b) identified"]
+    return "\n".join(table(header, rows)) if rows else ""
 
 
 def interval_table(summary: dict, metrics: list[str]) -> str:
@@ -218,15 +213,15 @@ def interval_table(summary: dict, metrics: list[str]) -> str:
 
     if not summary["difference"] or len(summary["seeds"]) < 2:
         return ""
-    lines = ["| paired difference | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+    rows = []
     for other, by_metric in summary["difference"].items():
         cells = []
         for m in metrics:
             mean, low, high = mean_interval(by_metric[m]["per_seed"])
             by_metric[m]["interval95"] = [low, high]
             cells.append(f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]")
-        lines.append(f"| {other} − {summary['base']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append([f"{other} − {summary['base']}", *cells])
+    return "\n".join(table(["paired difference", *metrics], rows))
 
 
 def plot_dev_curves(curves: dict[str, dict[int, list]], path: Path, title: str) -> None:

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from weince_lab.experiments.common import REPO, continue_argv, mean_std, run_module, write_results
+from weince_lab.report import table
 
 METRICS = ("linear_probe", "knn200", "R@1")
 DIAGNOSTICS = ("lambda", "delta_aic", "rho")
@@ -63,10 +64,7 @@ def batch_table(runs: dict[tuple[str, int], dict[int, dict]], seeds: list[int]) 
     paired A/B (WEINCE − InfoNCE) at each batch and its change from 128 to 512, over the seeds."""
     cols = [*METRICS, *DIAGNOSTICS]
     names = {"lambda": "mean λ", "delta_aic": "mean ΔAIC", "rho": "mean ρ"}
-    lines = [
-        "| loss | batch | steps | " + " | ".join(names.get(c, c) for c in cols) + " |",
-        "|---" * (len(cols) + 3) + "|",
-    ]
+    rows = []
     summary: dict = {"seeds": seeds, "arms": {}, "difference": {}}
 
     def cell(values: list) -> str:
@@ -76,11 +74,9 @@ def batch_table(runs: dict[tuple[str, int], dict[int, dict]], seeds: list[int]) 
         return f"{mu:.3f} ± {sd:.3f}" if abs(mu) < 10 else f"{mu:.2f} ± {sd:.2f}"
 
     for (loss, batch), by_seed in runs.items():
-        rows = [by_seed[s] for s in seeds]
-        summary["arms"][f"{loss}-b{batch}"] = {c: [r[c] for r in rows] for c in [*cols, "steps"]}
-        lines.append(
-            f"| {loss} | {batch} | {rows[0]['steps']} | " + " | ".join(cell([r[c] for r in rows]) for c in cols) + " |"
-        )
+        seeded = [by_seed[s] for s in seeds]
+        summary["arms"][f"{loss}-b{batch}"] = {c: [r[c] for r in seeded] for c in [*cols, "steps"]}
+        rows.append([loss, batch, seeded[0]["steps"], *(cell([r[c] for r in seeded]) for c in cols)])
     for loss in dict.fromkeys(loss for loss, _ in runs):
         if (loss, 128) in runs and (loss, 512) in runs:
             diffs = {
@@ -91,22 +87,22 @@ def batch_table(runs: dict[tuple[str, int], dict[int, dict]], seeds: list[int]) 
                 for c in cols
             }
             summary["difference"][loss] = diffs
-            lines.append(f"| {loss} | 512 − 128 (paired) | | " + " | ".join(cell(diffs[c]) for c in cols) + " |")
+            rows.append([loss, "512 − 128 (paired)", "", *(cell(diffs[c]) for c in cols)])
     # the A/B at each batch size, and how it changes with 4× the negatives (the interaction), paired by seed
     gaps: dict[int, dict[str, list[float]]] = {}
     for batch in (128, 512):
         if ("weince", batch) in runs and ("infonce", batch) in runs:
             w, i = runs[("weince", batch)], runs[("infonce", batch)]
             gaps[batch] = {c: [w[s][c] - i[s][c] for s in seeds] for c in METRICS}
-            row = " | ".join(cell(gaps[batch][c]) if c in METRICS else "–" for c in cols)
-            lines.append(f"| weince − infonce (paired) | {batch} | | {row} |")
+            rows.append(["weince − infonce (paired)", batch, "", *(cell(gaps[batch][c]) if c in METRICS else "–"
+                                                                    for c in cols)])  # fmt: skip
     summary["weince_minus_infonce"] = {str(b): g for b, g in gaps.items()}
     if len(gaps) == 2:
         inter = {c: [b - a for a, b in zip(gaps[128][c], gaps[512][c], strict=True)] for c in METRICS}
         summary["interaction"] = inter
-        row = " | ".join(cell(inter[c]) if c in METRICS else "–" for c in cols)
-        lines.append(f"| (weince − infonce) at 512 − at 128 | | | {row} |")
-    return "\n".join(lines), summary
+        rows.append(["(weince − infonce) at 512 − at 128", "", "", *(cell(inter[c]) if c in METRICS else "–"
+                                                                   for c in cols)])  # fmt: skip
+    return "\n".join(table(["loss", "batch", "steps", *(names.get(c, c) for c in cols)], rows)), summary
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from weince_lab.experiments.common import (
     summary_table,
     write_results,
 )
+from weince_lab.report import table
 
 METRICS = ("linear_probe", "knn200", "knn20", "R@1", "R@8")
 DIAGNOSTICS = ("lambda", "delta_aic", "rho")
@@ -93,7 +94,7 @@ def main() -> None:
 
 def diagnostics_table(diag: dict[str, dict[int, dict[str, float]]]) -> tuple[str, dict]:
     """Markdown table (and summary) of the per-run diagnostic means, mean ± std over seeds, per loss."""
-    lines = ["| loss | mean λ | mean ΔAIC | mean ρ |", "|---|---|---|---|"]
+    rows = []
     summary: dict = {}
     for loss, runs in diag.items():
         cells = []
@@ -102,8 +103,8 @@ def diagnostics_table(diag: dict[str, dict[int, dict[str, float]]]) -> tuple[str
             mu, sd = mean_std(values)
             summary.setdefault(loss, {})[k] = {"mean": mu, "std": sd, "runs": values}
             cells.append(f"{mu:.3f} ± {sd:.3f}")
-        lines.append(f"| {loss} | " + " | ".join(cells) + " |")
-    return "\n".join(lines), summary
+        rows.append([loss, *cells])
+    return "\n".join(table(["loss", "mean λ", "mean ΔAIC", "mean ρ"], rows)), summary
 
 
 if __name__ == "__main__":

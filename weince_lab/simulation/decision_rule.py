@@ -53,8 +53,8 @@ from pathlib import Path
 import torch
 from scipy.stats import beta as beta_dist
 
-from simcse_weince.core import markdown as md
 from simcse_weince.diagnostics.link import LinkFit, ScoreBatch, select_link
+from weince_lab import report as md
 from weince_lab.simulation.learning import TrainConfig, build_loss, train_table
 from weince_lab.simulation.search import mean_interval, universe_gap
 from weince_lab.simulation.sweep_cells import one_thread, universe_of

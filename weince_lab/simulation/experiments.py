@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simcse_weince.core.markdown import table
 from simcse_weince.losses import loss_class
+from weince_lab.report import table
 from weince_lab.simulation.batches import ScoreSetting
 from weince_lab.simulation.calibration import link_grid, pot_calibration
 from weince_lab.simulation.noise_floor import closed_forms, simulate_noise_floor

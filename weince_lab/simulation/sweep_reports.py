@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from simcse_weince.core.markdown import table
+from weince_lab.report import table
 from weince_lab.simulation.learning import build_loss
 from weince_lab.simulation.search import (
     loglog_slope,
@@ -38,8 +38,10 @@ def ci(values: Sequence[float], fmt: str = ".4f") -> str:
 
 
 def select(records: list[dict], **match: object) -> list[dict]:
-    """The records whose cell has every value of ``match``."""
-    return [r for r in records if all(r["cell"][k] == v for k, v in match.items())]
+    """The records whose cell has every value of ``match``, in seed order (whatever order the cells finished in: a
+    report reads "seed 0" as the first)."""
+    found = [r for r in records if all(r["cell"][k] == v for k, v in match.items())]
+    return sorted(found, key=lambda r: r["cell"]["seed"])
 
 
 def machine() -> str:

@@ -6,13 +6,13 @@ A stop (Ctrl-C, ``SIGTERM``) keeps every finished cell and says so; the same com
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import as_completed
 from pathlib import Path
 
 from simcse_weince.core.stopping import Stopped, kept_on_stop, stop_name
+from weince_lab.report import write
 from weince_lab.simulation.cell_store import CellStore
 from weince_lab.simulation.plots import plot_sweep
 from weince_lab.simulation.sweep_cells import cell_key, cells, run_cell
@@ -75,8 +75,7 @@ def write_report(settings: SweepSettings, records: list[dict], out: Path, starte
             "wall_seconds": time.perf_counter() - started,
         }
         table += f"\nCompute: {compute:.0f} s in cells ({len(records)} cells); plot {image.name}.\n"
-        (out / f"{sweep}.json").write_text(json.dumps(summary, indent=2))
-        (out / f"{sweep}.md").write_text(table)
+        write(out / sweep, table, summary)
     except KeyboardInterrupt as err:
         raise Stopped(
             f"{stop_name(err)}: kept all {len(records)} cells in {out / (sweep + '.cells.jsonl')}, the report not "

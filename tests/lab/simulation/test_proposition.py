@@ -147,7 +147,7 @@ def test_the_bounds_table_says_where_the_bounds_are_vacuous() -> None:
     settings = {"ks": [64, 1024], "taus": [0.1, 0.5]}
     groups = [_group("vmf", 0.1, (1, 2), (2, 1), -0.0135), _group("vmf", 0.5, (1, 2), (1, 2), -0.00292)]
     records = [
-        {"cell": {"tau": tau}, "rows": [{"inside": True}], "literal": {"rows": [{"inside": False}]}}
+        {"cell": {"tau": tau, "seed": 0}, "rows": [{"inside": True}], "literal": {"rows": [{"inside": False}]}}
         for tau in (0.1, 0.5)
     ]
     lines, found = _bounds_table(settings, records, groups, ["excluded", "literal"])

@@ -1,0 +1,122 @@
+"""Every stored report regenerates byte for byte from what is stored beside it: the sweeps and the decision rule
+from their cells, E1–E3 from their results, the experiment drivers' tables from their summaries, the link-truth
+report from its cells. The tables are built as rows and rendered by one writer (``weince_lab.report.table``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from weince_lab.experiments import link_truth
+from weince_lab.experiments import paper_protocol as pp
+from weince_lab.experiments.common import summary_table
+from weince_lab.experiments.sick_mining_ab import combine
+from weince_lab.experiments.vision_batch import batch_table
+from weince_lab.report import table
+from weince_lab.simulate import build_parser, e2_config
+from weince_lab.simulation import sweep_reports
+from weince_lab.simulation.decision_rule import markdown, read_cells
+from weince_lab.simulation.experiments import e1_markdown, e2_markdown, e3_markdown
+from weince_lab.simulation.sweep_runner import REPORTS
+from weince_lab.simulation.sweep_settings import SweepSettings
+
+RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
+SWEEPS = sorted(RESULTS.rglob("*.settings.json"))
+SUMMARIES = sorted(
+    p for p in RESULTS.glob("*.json") if {"losses", "difference", "seeds", "base"} <= set(json.loads(p.read_text()))
+)
+
+
+def test_the_table_writer() -> None:
+    assert table(["a", "b"], [[1, ""], ["x", "y"]]) == ["| a | b |", "|---|---|", "| 1 | |", "| x | y |"]
+    with pytest.raises(ValueError, match="a table row of 1 cells under a header of 2"):
+        table(["a", "b"], [["only"]])
+
+
+@pytest.mark.parametrize("settings_file", SWEEPS, ids=lambda p: str(p.relative_to(RESULTS)))
+def test_a_sweep_report_regenerates_from_its_cells(settings_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = settings_file.name.removesuffix(".settings.json")
+    stored = settings_file.with_name(f"{name}.md").read_text(encoding="utf-8")
+    machine = re.search(r"\d+ CPU cores, torch \S+, 1 thread per cell", stored).group(0)  # where the cells ran
+    monkeypatch.setattr(sweep_reports, "machine", lambda: machine)
+    settings = SweepSettings(**json.loads(settings_file.read_text(encoding="utf-8")))
+    records = read_cells(settings_file.with_name(f"{name}.cells.jsonl"))
+    _, text = REPORTS[settings.sweep](settings, records)
+    compute = sum(r["seconds"] for r in records)
+    text += f"\nCompute: {compute:.0f} s in cells ({len(records)} cells); plot {name}.png.\n"  # as write_report adds
+    assert text == stored
+
+
+def test_the_reports_read_the_cells_in_seed_order() -> None:
+    """A sweep's cells are stored in the order they finished; the report is the same for any order."""
+    settings_file = RESULTS / "ground_truth" / "proposition.settings.json"
+    settings = SweepSettings(**json.loads(settings_file.read_text(encoding="utf-8")))
+    records = read_cells(settings_file.with_name("proposition.cells.jsonl"))
+    assert REPORTS["proposition"](settings, records)[1] == REPORTS["proposition"](settings, records[::-1])[1]
+
+
+def test_the_decision_rule_report_regenerates() -> None:
+    stored = (RESULTS / "decision_rule" / "decision_rule.md").read_text(encoding="utf-8")
+    result = json.loads((RESULTS / "decision_rule" / "decision_rule.json").read_text(encoding="utf-8"))
+    header = stored[: stored.index("\n\n| kernel |")]  # the run's own line (its seconds), as written then
+    assert markdown(result["rows"], result["truths"], header) == stored
+
+
+@pytest.mark.parametrize("experiment", ["e1", "e2", "e3"])
+def test_an_experiment_report_regenerates_from_its_result(experiment: str) -> None:
+    result = json.loads((RESULTS / "simulation" / f"{experiment}.json").read_text(encoding="utf-8"))
+    args = build_parser().parse_args(result["argv"])
+    text = {
+        "e1": lambda: e1_markdown(result, args.replications, args.seed, args.beta),
+        "e2": lambda: e2_markdown(result, e2_config(args)),
+        "e3": lambda: e3_markdown(result, args.batches, args.seed),
+    }[experiment]()
+    assert text == (RESULTS / "simulation" / f"{experiment}.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("summary_file", SUMMARIES, ids=lambda p: p.name)
+def test_a_driver_table_regenerates_from_its_summary(summary_file: Path) -> None:
+    summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    seeds, losses = summary["seeds"], summary["losses"]
+    metrics = list(next(iter(losses.values())))
+    per_run = {
+        loss: {seed: {m: by_metric[m]["runs"][i] for m in metrics} for i, seed in enumerate(seeds)}
+        for loss, by_metric in losses.items()
+    }
+    text, _ = summary_table(per_run, metrics, summary["base"])
+    assert text in summary_file.with_suffix(".md").read_text(encoding="utf-8")
+
+
+def test_the_batch_and_protocol_and_negatives_tables_regenerate() -> None:
+    stored = json.loads((RESULTS / "vision_batch.json").read_text(encoding="utf-8"))
+    runs = {}
+    for key, columns in stored["arms"].items():
+        loss, batch = key.rsplit("-b", 1)
+        runs[loss, int(batch)] = {s: {c: v[i] for c, v in columns.items()} for i, s in enumerate(stored["seeds"])}
+    assert batch_table(runs, stored["seeds"])[0] in (RESULTS / "vision_batch.md").read_text(encoding="utf-8")
+    for name in ("paper_protocol_cpu", "paper_protocol_links", "paper_protocol_links_a"):
+        stored = json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))
+        args = argparse.Namespace(seeds=stored["seeds"], eval_seeds=stored["eval_seeds"])
+        text, _ = pp.summarise(args, {arm: a["selected"] for arm, a in stored["arms"].items()})
+        assert text in (RESULTS / f"{name}.md").read_text(encoding="utf-8")
+    arms = {}
+    for arm in ("sick", "mined", "none"):
+        stored = json.loads((RESULTS / f"sup_sick_negatives-{arm}.json").read_text(encoding="utf-8"))
+        for part in ("per_run", "lambda"):  # JSON keys are strings; the runs' seeds are ints
+            stored[part] = {v: {int(s): r for s, r in runs.items()} for v, runs in stored[part].items()}
+        arms[arm] = stored
+    text, _ = combine(arms, list(arms["sick"]["per_run"]))
+    assert text in (RESULTS / "sup_sick_negatives.md").read_text(encoding="utf-8")
+
+
+def test_the_link_truth_report_regenerates_from_its_cells(tmp_path: Path) -> None:
+    shutil.copy(RESULTS / "link_truth" / "cells.jsonl", tmp_path / "cells.jsonl")
+    assert link_truth.main(["--out", str(tmp_path), "--workers", "1"]) == 0  # every cell stored: none runs
+    assert (tmp_path / "output.md").read_text(encoding="utf-8") == (RESULTS / "link_truth" / "output.md").read_text(
+        encoding="utf-8"
+    )
