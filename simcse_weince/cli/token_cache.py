@@ -16,7 +16,8 @@ from pathlib import Path
 
 from simcse_weince.cli.errors import command_main
 from simcse_weince.core.paths import resolve_data_path
-from simcse_weince.text.token_cache import CacheInfo, default_cache_root, format_bytes, list_caches, remove_caches
+from simcse_weince.text.token_cache.admin import CacheInfo, format_bytes, list_caches, remove_caches
+from simcse_weince.text.token_cache.store import default_cache_root
 
 
 def build_parser() -> argparse.ArgumentParser:

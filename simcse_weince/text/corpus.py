@@ -15,7 +15,9 @@ from simcse_weince.text.arguments import DataArguments
 from simcse_weince.text.data import single_row_tail, token_column_names
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources import ReadOptions, open_sources
-from simcse_weince.text.token_cache import count_negatives, format_bytes, num_text_columns, prepare_rows
+from simcse_weince.text.token_cache import prepare_rows
+from simcse_weince.text.token_cache.admin import format_bytes
+from simcse_weince.text.token_cache.rows import count_negatives, num_text_columns
 
 logger = logging.getLogger(__name__)
 

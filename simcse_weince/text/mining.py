@@ -36,7 +36,7 @@ from simcse_weince.core import checks, memory
 from simcse_weince.text.columns import ReadOptions
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources import open_sources
-from simcse_weince.text.token_cache import PART_BYTES, PART_ROWS
+from simcse_weince.text.token_cache.store import PART_BYTES, PART_ROWS
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,9 @@ from transformers import AutoTokenizer
 from simcse_weince.cli.token_cache import main, run
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources import ReadOptions, open_sources
-from simcse_weince.text.token_cache import default_cache_root, folder_bytes, format_bytes, prepare_rows
+from simcse_weince.text.token_cache import prepare_rows
+from simcse_weince.text.token_cache.admin import folder_bytes, format_bytes
+from simcse_weince.text.token_cache.store import default_cache_root
 from tests.helpers import REPO
 
 

@@ -21,7 +21,8 @@ from simcse_weince.text.data import tokenize_columns
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources import ReadOptions, open_sources
 from simcse_weince.text.sources.hub import HubColumns
-from simcse_weince.text.token_cache import load_cache, prepare_rows
+from simcse_weince.text.token_cache import prepare_rows
+from simcse_weince.text.token_cache.store import load_cache
 
 NLI = [  # (sent0, sent1, hard_neg) as in SimCSE's nli_for_simcse.csv, with what a CSV must quote
     ("A man, in a hat, sleeps.", "Someone is asleep.", "A man is running."),

@@ -30,7 +30,7 @@ settings are the losses' defaults, and the learned scalars of (g) and (h) have t
 The WEINCE arms use the authors' settings of ``tlambda_select`` (β = 1, q 0.2, tail 10 %, at least 32 points); the
 terms are theirs (weights 0.5, M = 50, β_t from the global tail). The grid's centre is WEINCE's defaults (margin 2,
 κ_ρ 10, κ_aic 1). Every run evaluates its last model (not a best checkpoint: no test-set selection) with
-:mod:`simcse_weince.vision.heldout`: a 20 % stratified validation split of the training features per evaluation
+:mod:`weince_lab.experiments.heldout`: a 20 % stratified validation split of the training features per evaluation
 seed (the same seeds for every arm), R@1/2/5/10/20/50 and weighted k-NN@50 against the other 80 %, and a linear
 probe fitted on them; a run's figure is the mean over the evaluation seeds.
 
@@ -383,9 +383,9 @@ def evaluate_run(args: argparse.Namespace, folder: Path, groups: dict[str, Any],
 
     from simcse_weince.core.atomic import write_text_atomic
     from simcse_weince.vision.evaluation import extract_features
-    from simcse_weince.vision.heldout import heldout_scores
     from simcse_weince.vision.model import load_simclr
     from simcse_weince.vision.recipe import build_datasets
+    from weince_lab.experiments.heldout import heldout_scores
 
     data_args, train_args = groups["data"], groups["training"]
     key = json.dumps(dataclasses.asdict(data_args), sort_keys=True)

@@ -1,5 +1,9 @@
 """Tokenise the training text once into an on-disk Arrow cache and memory-map it afterwards.
 
+By concern: :mod:`.store` (what a cache is: its key, folder, columns, reading it back), :mod:`.build` (tokenising
+the parts into a new cache), :mod:`.rows` (counting a cache's rows, the rows a run trains on), :mod:`.admin`
+(listing and removing caches); here, opening a run's cache or building it first.
+
 One entry point, :func:`prepare_rows`, whatever the sources (:mod:`simcse_weince.text.sources`: text lines, the
 column files of ``FILE_SOURCES``, Hub datasets). The sources are checked and counted in one streaming pass, then
 read part by part (about 32 MB of text, or 250,000 rows, at a time, cut at a record) into a ``datasets.Dataset``
@@ -19,7 +23,7 @@ The folder's name is a hash of everything the rows depend on: each file's absolu
 digest (:func:`~simcse_weince.core.digests.file_digest`, streamed; and whether its unterminated last line is dropped;
 a column file adds its format, the columns read and ``skip_bad_rows``: each source's ``identity()``), the
 tokenizer's vocabulary and pipeline, ``max_length`` and the cache's format version. Anything else changes the
-name and a new cache is built; the old one stays until deleted (:func:`list_caches`, :func:`remove_caches`: the command
+name and a new cache is built; the old one stays until deleted (:mod:`.admin`: the command
 ``python -m simcse_weince.cli.token_cache [--clear]``). A cache is built in a temporary folder and renamed into
 place, so a half-written cache is never read and two builders racing on a shared disk leave one complete copy.
 ``digests.json`` holds the digest of each of its files: a cache damaged since (a truncated or changed Arrow file)
@@ -45,16 +49,9 @@ import datasets
 from simcse_weince.core.file_errors import reading, writing
 from simcse_weince.text.reading import TextStats
 from simcse_weince.text.sources import Source
-from simcse_weince.text.token_cache.admin import (
-    CacheInfo,
-    folder_bytes,
-    format_bytes,
-    list_caches,
-    log_cache_root,
-    remove_caches,
-)
+from simcse_weince.text.token_cache.admin import folder_bytes, format_bytes, log_cache_root
 from simcse_weince.text.token_cache.build import Tokenising, build_cache, part_text
-from simcse_weince.text.token_cache.rows import count_negatives, finish, num_text_columns
+from simcse_weince.text.token_cache.rows import finish
 from simcse_weince.text.token_cache.store import (
     PART_BYTES,
     PART_ROWS,
@@ -66,22 +63,6 @@ from simcse_weince.text.token_cache.store import (
     is_complete,
     load_cache,
 )
-
-__all__ = [
-    "PART_BYTES",
-    "PART_ROWS",
-    "CacheInfo",
-    "CacheNotBuiltError",
-    "count_negatives",
-    "default_cache_root",
-    "folder_bytes",
-    "format_bytes",
-    "list_caches",
-    "load_cache",
-    "num_text_columns",
-    "prepare_rows",
-    "remove_caches",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from simcse_weince.vision.evaluation import linear_probe
-from simcse_weince.vision.heldout import bank_recall, heldout_scores, stratified_split
+from weince_lab.experiments.heldout import bank_recall, heldout_scores, stratified_split
 
 
 def _features(n: int, d: int = 6, classes: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
