@@ -110,6 +110,40 @@ def accelerate_launch(
     return proc
 
 
+def start_machines(
+    target: list[str] | list[list[str]],
+    machines: int = 2,
+    processes: int = 1,
+    cwd: list[Path] | None = None,
+    logs: Path | None = None,
+) -> list[subprocess.Popen]:
+    """Start ``machines`` ``accelerate launch`` commands side by side on this host, as several machines would run
+    them (``--num_machines``, ``--machine_rank``, the rendezvous at 127.0.0.1), ``processes`` processes each, each in
+    its own session (so that a test can kill one machine's whole process tree) and working directory (``cwd``).
+    ``target``: one command line for every machine, or one per machine. Their output goes to ``logs/machine-R.log``.
+    """
+    port = free_port()
+    targets = target if isinstance(target[0], list) else [target] * machines
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    started = []
+    for rank in range(machines):
+        cmd = [
+            sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
+            str(machines * processes), "--num_machines", str(machines), "--machine_rank", str(rank),
+            "--main_process_ip", "127.0.0.1", "--main_process_port", str(port), "--mixed_precision", "no",
+            "--dynamo_backend", "no", *map(str, targets[rank]),
+        ]  # fmt: skip
+        log = open((logs or Path(cwd[rank] if cwd else REPO)) / f"machine-{rank}.log", "w")
+        started.append(subprocess.Popen(cmd, cwd=cwd[rank] if cwd else REPO, env=env, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
+    return started
+
+
+def wait_machines(started: list[subprocess.Popen], timeout: int = 600) -> list[int]:
+    """The exit codes of :func:`start_machines`' launches, once all have ended."""
+    return [p.wait(timeout=timeout) for p in started]
+
+
 # ---- interrupted runs ---------------------------------------------------------------------------------------
 class Interrupt(Exception):
     pass

@@ -198,6 +198,14 @@ TRAIN_CASES: dict[str, tuple[Case, str]] = {
         lambda t, fx: _text_args(t, fx, "--resume_from_checkpoint", str(t / "nowhere" / "checkpoint-4")),
         "error: command line: --resume_from_checkpoint {tmp}/nowhere/checkpoint-4: no such folder",
     ),
+    "fsdp asked for": (
+        lambda t, fx: _text_args(t, fx, "--fsdp", "full_shard"),
+        "error: command line: --fsdp full_shard: fsdp is not supported: the loss gathers every process's embeddings",
+    ),
+    "deepspeed asked for": (
+        lambda t, fx: _text_args(t, fx, "--deepspeed", str(t / "ds.json")),
+        "error: command line: --deepspeed {tmp}/ds.json: deepspeed is not supported:",
+    ),
     "validation in no known form": (
         lambda t, fx: _text_args(t, fx, "--validation", "beir:x"),
         "error: command line: --validation beir:x: validation 'beir:x': expected stsb (STS-B dev: stsb_spearman, "

@@ -188,6 +188,7 @@ class ContrastiveTrainingArguments(TrainingArguments):
         self._check_schedule()
         self._check_hub_id()
         self._check_output_dir()
+        self._check_engine()
         self._check_gradient_cache()
         self._check_stop_handling()
         if not (self.fp16 or self.bf16):
@@ -265,6 +266,23 @@ class ContrastiveTrainingArguments(TrainingArguments):
                 "complete checkpoint); drop --enable_jit_checkpoint"
             )
 
+    def _check_engine(self) -> None:
+        """DDP only (one process per device, torchrun or accelerate): DeepSpeed and FSDP are refused before anything
+        loads, whether asked for by a setting or by the launcher (``accelerate launch --use_deepspeed/--use_fsdp`` or
+        a config naming them set ``ACCELERATE_USE_DEEPSPEED`` / ``ACCELERATE_USE_FSDP``)."""
+        asked = {
+            "deepspeed": bool(self.deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true",
+            "fsdp": bool(self.fsdp) or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true",
+        }
+        for name, on in asked.items():
+            if on:
+                raise ValueError(
+                    f"{name} is not supported: the loss gathers every process's embeddings as full replicas (in-batch "
+                    "negatives across devices), the gradient cache replays a plain autograd backward, and a loss's own "
+                    f"parameters train outside the model in their own optimizer group, none of which {name} keeps; "
+                    "launch with DDP instead (accelerate launch --multi_gpu, or torchrun), one process per device"
+                )
+
     def _check_gradient_cache(self) -> None:
         check_at_least("gradient_cache_chunk_size", self.gradient_cache_chunk_size, 1)
         if self.gradient_cache_chunk_size is None:
@@ -272,12 +290,6 @@ class ContrastiveTrainingArguments(TrainingArguments):
         if self.ddp_static_graph:
             # a static graph expects one forward and one backward per step; the cache runs one per chunk
             raise ValueError("gradient_cache_chunk_size does not work with ddp_static_graph; unset one of them")
-        for name in ("deepspeed", "fsdp"):
-            if getattr(self, name, None):
-                raise ValueError(
-                    f"gradient_cache_chunk_size is not supported with {name} (its backward is not the plain "
-                    f"autograd backward the cache replays into); got {name}={getattr(self, name)!r}"
-                )
         gpus = torch.cuda.device_count()
         if gpus > 1 and not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) == 1:
             # One process on several GPUs is DataParallel: its replicas draw dropout from generators the

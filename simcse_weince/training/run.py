@@ -24,6 +24,7 @@ import transformers
 from transformers import Trainer, TrainerState, TrainingArguments, set_seed
 
 import simcse_weince.core.strict_json as strict_json
+import simcse_weince.training.machines as machines
 import simcse_weince.training.run_folder as run_folder
 import simcse_weince.training.run_record as run_record
 from simcse_weince.core.file_errors import FileFault
@@ -68,7 +69,9 @@ def start_run(groups: dict[str, Any]) -> Iterator[run_record.RunState]:
         if main:
             run_folder.acquire(args.output_dir)
         try:
+            machines.check_shared_folder(args.output_dir, args.process_index, args.world_size, args.save_on_each_node)
             prepare_folder(args, groups, main, state)
+            machines.check_same_run(state.record, args.world_size)
             if args.push_to_hub:
                 prepare_hub(args, state)
             yield state
@@ -168,6 +171,10 @@ def train_and_record(trainer: Trainer, training_args: TrainingArguments) -> dict
     except FileFault:
         raise  # it names the file and what was kept
     except Exception as err:
+        step, rank, world = trainer.state.global_step, training_args.process_index, training_args.world_size
+        lost = machines.lost_contact(err, step, rank, world, kept(training_args))
+        if lost is not None:
+            raise lost from None
         if training_args.should_save:
             logger.error(
                 "training failed at step %d (%s: %s); %s",

@@ -112,3 +112,16 @@ def test_weince_knobs_parse_with_their_types_from_yaml_and_the_command_line(tmp_
     assert (loss.eps, loss.burn, loss.min_tail_points, loss.beta_mode) == (1e-5, 3, 8, "unit")
     assert (loss.fixed_lambda, loss.q) == (0.5, 0.3) and type(loss.burn) is int and type(loss.eps) is float
     assert loss.build().config == loss.weince_config()
+
+
+@pytest.mark.parametrize("training", [SimCSETrainingArguments, SimCLRTrainingArguments])
+@pytest.mark.parametrize("engine", ["DEEPSPEED", "FSDP"])
+def test_deepspeed_and_fsdp_from_the_launcher_are_refused(
+    training, engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``accelerate launch --use_deepspeed`` / ``--use_fsdp`` (or a config naming them) set an environment variable,
+    not a setting: refused all the same, before anything loads, with the reason; DDP (neither) is fine."""
+    training(output_dir=str(tmp_path))
+    monkeypatch.setenv(f"ACCELERATE_USE_{engine}", "true")
+    with pytest.raises(ValueError, match=rf"^{engine.lower()} is not supported: the loss gathers .* launch with DDP"):
+        training(output_dir=str(tmp_path))

@@ -1,0 +1,189 @@
+"""Several machines, tested as several machines on one host: each an ``accelerate launch --num_machines 2
+--machine_rank R`` of its own, meeting at 127.0.0.1 (gloo). A run on two machines equals one machine with the same
+global batch; a folder that is not one folder for the run, or machines started with other settings, are refused in
+one line before training; a machine killed mid-run stops the other at once, in one line, keeping the checkpoints."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from simcse_weince.cli.train_text import run
+from simcse_weince.training import machines
+from tests.helpers import REPO, argv, start_machines, wait_machines
+
+SCRIPT = str(REPO / "train_unsup.py")
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_bert_dir: Path) -> Path:
+    """The tiny BERT without dropout: one step's weights are then a function of the global batch only."""
+    folder = tiny_bert_dir.parent / "tiny-nodropout-machines"
+    if not folder.exists():
+        shutil.copytree(tiny_bert_dir, folder)
+        cfg = json.loads((folder / "config.json").read_text())
+        cfg.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def step_args(tiny: Path, wiki: Path, out: Path | str, batch: int, **flags: object) -> list[str]:
+    """One plain SGD step (lr 1, no clipping) on exactly the 32 sentences of that step: the global batch is the same
+    set however it is split over processes."""
+    base = dict(
+        model_name_or_path=tiny, init_from_config=True, pooler="avg", train_files=wiki,
+        drop_unterminated_last_line="wiki1m_for_simcse.head*", max_train_samples=32, max_seq_length=16,
+        per_device_train_batch_size=batch, max_steps=1, optim="sgd", learning_rate="1.0", lr_scheduler_type="constant",
+        max_grad_norm=0, weight_decay=0, eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
+        eval_test_at_end=False, output_dir=out, disable_tqdm=True, seed=3, min_tail_points=10, logging_steps=1,
+    )  # fmt: skip
+    return argv(**(base | flags))
+
+
+def log(folder: Path, machine: int) -> str:
+    return (folder / f"machine-{machine}.log").read_text(encoding="utf-8")
+
+
+def our_lines(text: str, start: str) -> list[str]:
+    """The ``error:`` / ``stopped:`` lines our command printed (the launcher's own report follows them)."""
+    return [line for line in text.splitlines() if line.startswith(start)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("loss", ["weince", "learned_link"])
+def test_two_machines_equal_one_machine(tiny: Path, wiki_sample: Path, tmp_path: Path, loss: str) -> None:
+    """2 machines × 1 process (batch 16 each, negatives gathered across machines) = 1 process with batch 32: the
+    loss, every weight, the loss's own parameters (the learned link's a and b); one model folder, one results.json."""
+    flags = {"loss": loss, "loss_learning_rate": "0.5"} if loss == "learned_link" else {"loss": loss}
+    single = run(step_args(tiny, wiki_sample, tmp_path / "one", 32, **flags))
+    codes = wait_machines(start_machines([SCRIPT, *step_args(tiny, wiki_sample, tmp_path / "two", 16, **flags)],
+                                         logs=tmp_path))  # fmt: skip
+    assert codes == [0, 0], log(tmp_path, 0)[-3000:] + log(tmp_path, 1)[-3000:]
+    two = json.loads((tmp_path / "two" / "results.json").read_text())
+    assert (single["world_size"], two["world_size"], two["steps"]) == (1, 2, 1)
+    assert two["train_loss"] == pytest.approx(single["train_loss"], rel=1e-5)
+    w1, w2 = (load_file(tmp_path / run_dir / "model" / "model.safetensors") for run_dir in ("one", "two"))
+    assert set(w1) == set(w2)
+    for key in w1:
+        torch.testing.assert_close(w2[key], w1[key], rtol=1e-4, atol=1e-6)
+    if loss == "learned_link":
+        s1, s2 = (torch.load(tmp_path / d / "model" / "loss_state.pt") for d in ("one", "two"))
+        assert s1.keys() == s2.keys() and s1
+        for key in s1:
+            torch.testing.assert_close(s2[key], s1[key], rtol=1e-5, atol=1e-6)
+        assert two["link_a_final"] == pytest.approx(single["link_a_final"], rel=1e-5)
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_folder_each_machine_sees_alone_is_refused(tiny: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    """Each machine in its own working directory with a relative --output_dir (node-local disks): refused on both
+    machines in one line naming the machine that does not see the folder, before anything trains."""
+    cwd = [tmp_path / "machine0", tmp_path / "machine1"]
+    for folder in cwd:
+        folder.mkdir()
+    started = start_machines([SCRIPT, *step_args(tiny, wiki_sample, "out", 16)], cwd=cwd, logs=tmp_path)
+    assert wait_machines(started) != [0, 0]
+    for machine in (0, 1):
+        (line,) = our_lines(log(tmp_path, machine), "error:")
+        assert line.startswith(
+            "error: output_dir out is not one folder for the whole run: machine 1 (rank 1) does not see what "
+            f"machine 0 writes there ({cwd[0] / 'out'};"
+        ) and line.endswith("pass an --output_dir on a filesystem every machine sees")
+    assert not (cwd[1] / "out").exists() and [p.name for p in (cwd[0] / "out").iterdir()] in ([], [".run.lock"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_machines_started_with_other_settings_are_refused(tiny: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    base = step_args(tiny, wiki_sample, tmp_path / "out", 16)
+    other = step_args(tiny, wiki_sample, tmp_path / "out", 16, learning_rate="0.5", temperature="0.1")
+    started = start_machines([[SCRIPT, *base], [SCRIPT, *other]], logs=tmp_path)
+    assert wait_machines(started) != [0, 0]
+    for machine in (0, 1):
+        assert our_lines(log(tmp_path, machine), "error:") == [
+            "error: machine 1 (rank 1) started with other settings than machine 0: loss.temperature, "
+            "training.learning_rate; start every machine with the same command and config"
+        ]
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_save_on_each_node_across_machines_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert machines.machines(2) == 2
+    with pytest.raises(
+        ValueError, match=r"save_on_each_node is not supported across machines: .* --save_on_each_node false"
+    ):
+        machines.check_shared_folder(tmp_path, 0, 2, save_on_each_node=True)
+    machines.check_shared_folder(tmp_path, 0, 1, save_on_each_node=True)  # one process: nothing to check
+
+
+def test_a_lost_peer_is_named() -> None:
+    """Which processes a failed collective may have lost: the other machines' (ranks numbered machine by machine)."""
+    err = RuntimeError("[pair.cc:561] Connection closed by peer [127.0.0.1]:22943")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LOCAL_WORLD_SIZE", "2")
+        stop = machines.lost_contact(err, 7, 1, 6, "the last complete checkpoint is X")
+        assert str(stop).startswith(
+            "lost contact with the run's other processes at step 7: machines 1, 2 (ranks 2, 3, 4, 5) stopped, were "
+            "killed or lost the network (RuntimeError: [pair.cc:561]"
+        )
+        assert str(stop).endswith("; the last complete checkpoint is X")
+        mp.setenv("LOCAL_WORLD_SIZE", "3")
+        assert "machine 0 (ranks 0, 1, 2) stopped, was killed" in str(machines.lost_contact(err, 7, 4, 6, "k"))
+        assert machines.lost_contact(ValueError("bad value"), 7, 1, 6, "k") is None  # not a lost peer
+        assert machines.lost_contact(err, 7, 0, 1, "k") is None  # one process: nothing to lose
+
+
+def kill_machine(launcher: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """``sig`` to a machine's launcher and every process under it (torch's launcher starts its workers in sessions
+    of their own, so a process group is not enough)."""
+    root = psutil.Process(launcher.pid)
+    for proc in [*root.children(recursive=True), root]:
+        try:
+            proc.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
+
+
+@pytest.mark.bench
+@pytest.mark.timeout(600)
+def test_a_killed_machine_stops_the_other_at_once_and_the_run_resumes(
+    tiny: Path, wiki_sample: Path, tmp_path: Path
+) -> None:
+    """``kill -9`` of machine 1 once checkpoint-40 exists: machine 0 stops within seconds (a closed connection is seen
+    at once; a silent machine at --ddp_timeout), in one ``stopped:`` line naming machine 1 and the last complete
+    checkpoint; the checkpoints stay; the same command on both machines with --resume_from_checkpoint last ends."""
+    out = tmp_path / "out"
+    long = dict(max_train_samples=4000, max_steps=250, save_strategy="steps", save_steps=20, learning_rate="1e-3",
+                optim="adamw_torch")  # fmt: skip
+    started = start_machines([SCRIPT, *step_args(tiny, wiki_sample, out, 16, **long)], logs=tmp_path)
+    deadline = time.monotonic() + 240
+    while not (out / "checkpoint-40").is_dir() and time.monotonic() < deadline and started[0].poll() is None:
+        time.sleep(0.1)
+    assert (out / "checkpoint-40").is_dir(), log(tmp_path, 0)[-3000:]
+    kill_machine(started[1])
+    killed = time.monotonic()
+    code = started[0].wait(timeout=120)
+    assert code != 0 and time.monotonic() - killed < 60
+    (line,) = our_lines(log(tmp_path, 0), "stopped:")
+    assert line.startswith("stopped: lost contact with the run's other processes at step ")
+    assert "machine 1 (rank 1) stopped, was killed or lost the network" in line
+    named = re.search(r"the last complete checkpoint is (\S+): resume with the same command", line)
+    assert named and (Path(named.group(1)) / "trainer_state.json").is_file()
+    resumed = start_machines([SCRIPT, *step_args(tiny, wiki_sample, out, 16, **long, resume_from_checkpoint="last")],
+                             logs=tmp_path)  # fmt: skip
+    assert wait_machines(resumed) == [0, 0], log(tmp_path, 0)[-3000:]
+    assert json.loads((out / "results.json").read_text())["steps"] == 250
