@@ -8,7 +8,8 @@ command itself would parse it, without running anything heavy (no model, no data
   ``simcse_weince.cli.train_vision.ARG_GROUPS`` (``simclr-train``, ``python -m simcse_weince.cli.train_vision``);
 * ``python evaluate_sts.py`` / ``simcse-evaluate`` and ``python -m simcse_weince.cli.diagnose`` /
   ``simcse-diagnose``: the command's own ``build_parser().parse_args``;
-* ``accelerate launch [flags] SCRIPT|-m MODULE ARGS``: accelerate's launch parser, then SCRIPT ARGS as above;
+* ``accelerate launch [flags] SCRIPT|-m MODULE ARGS``: accelerate's launch parser (and its ``--config_file``, read by
+  accelerate), then SCRIPT ARGS as above; ``torchrun [flags] SCRIPT ARGS``: torch's launch parser, then the same;
 * ``python -m weince_lab.experiments.X ARGS``: ``--help`` exits 0 in a subprocess, and ARGS go through the driver's own
   argument parser (stopped right after parsing), plus the checks the driver makes before it runs anything;
 * ``bash experiments/X.sh ARGS``: the script runs with ``$PYTHON`` pointing at a stub that records the
@@ -46,6 +47,7 @@ NOT_CHECKED = {
     ("hf", "upload"): "uploads to the Hugging Face Hub (network and a token)",
     ("hf", "auth", "login"): "asks for a Hugging Face token interactively",
     ("pip", "install"): "downloads packages",
+    ("sbatch",): "submits a job to a SLURM cluster (its script's launch line is the torchrun form checked here)",
 }
 
 
@@ -325,6 +327,25 @@ def check_accelerate(args: list[str]) -> None:
     launch = _argparse(launch_command_parser().parse_args, args[1:], "accelerate launch")
     if launch is None:
         return
+    if launch.config_file:  # the launch settings file a page names: accelerate must read it
+        from accelerate.commands.config.config_args import load_config_from_file
+
+        try:
+            load_config_from_file(launch.config_file)
+        except Exception as err:  # accelerate raises what its YAML reader raises
+            raise CommandError(f"accelerate launch --config_file {launch.config_file}: {err}") from None
+    target = ["-m", launch.training_script] if launch.module else [launch.training_script]
+    check_python([*target, *launch.training_script_args])
+
+
+def check_torchrun(args: list[str]) -> None:
+    """``torchrun [flags] SCRIPT|-m MODULE ARGS``: torch's own launch parser, then SCRIPT ARGS as above; a
+    ``--config_file``-like file named by accelerate is checked by accelerate's loader (:func:`check_accelerate`)."""
+    from torch.distributed.run import get_args_parser
+
+    launch = _argparse(get_args_parser().parse_args, args, "torchrun")
+    if launch is None:
+        return
     target = ["-m", launch.training_script] if launch.module else [launch.training_script]
     check_python([*target, *launch.training_script_args])
 
@@ -390,6 +411,8 @@ def check_command(text: str, tmp: Path) -> None:
         check_python(args)
     elif prog == "accelerate":
         check_accelerate(args)
+    elif prog == "torchrun":
+        check_torchrun(args)
     elif prog == "bash":
         check_bash_script(args, tmp)
     elif prog in CONSOLE_SCRIPTS:

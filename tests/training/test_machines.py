@@ -187,3 +187,77 @@ def test_a_killed_machine_stops_the_other_at_once_and_the_run_resumes(
                              logs=tmp_path)  # fmt: skip
     assert wait_machines(resumed) == [0, 0], log(tmp_path, 0)[-3000:]
     assert json.loads((out / "results.json").read_text())["steps"] == 250
+
+
+@pytest.mark.bench
+@pytest.mark.timeout(600)
+def test_sigterm_to_every_machine_saves_and_the_run_resumes(tiny: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    """A preempted job: SIGTERM to every process of both machines once checkpoint-20 exists. The run saves a
+    checkpoint at the step it stopped, says so in one ``stopped:`` line, and the same command on both machines
+    with --resume_from_checkpoint last ends at the last step."""
+    out = tmp_path / "out"
+    long = dict(max_train_samples=4000, max_steps=250, save_strategy="steps", save_steps=20, learning_rate="1e-3",
+                optim="adamw_torch")  # fmt: skip
+    started = start_machines([SCRIPT, *step_args(tiny, wiki_sample, out, 16, **long)], logs=tmp_path)
+    deadline = time.monotonic() + 240
+    while not (out / "checkpoint-20").is_dir() and time.monotonic() < deadline and started[0].poll() is None:
+        time.sleep(0.1)
+    for launcher in started:
+        kill_machine(launcher, signal.SIGTERM)
+    assert all(code != 0 for code in wait_machines(started, timeout=120))
+    (line,) = our_lines(log(tmp_path, 0), "stopped:")
+    step = int(re.match(r"stopped: SIGTERM at step (\d+);", line).group(1))
+    assert f"the last complete checkpoint is {out / f'checkpoint-{step}'}: resume" in line, line
+    resumed = start_machines([SCRIPT, *step_args(tiny, wiki_sample, out, 16, **long, resume_from_checkpoint="last")],
+                             logs=tmp_path)  # fmt: skip
+    assert wait_machines(resumed) == [0, 0], log(tmp_path, 0)[-3000:]
+    assert json.loads((out / "results.json").read_text())["steps"] == 250
+
+
+@pytest.mark.bench
+@pytest.mark.timeout(600)
+def test_two_machines_equal_one_machine_with_hard_negatives(tiny: Path, shared_data: Path, tmp_path: Path) -> None:
+    """Supervised SimCSE, 16 triplets and 16 pairs (every column gathered across machines, absent negatives masked):
+    2 machines × 1 process = 1 process with the 32 rows."""
+    from tests.text.test_supervised import write_rows
+    from weince_lab.experiments.sick_nli import build_rows, read_sick
+
+    triplets, pairs = build_rows(read_sick(shared_data / "senteval" / "downstream" / "SICK" / "SICK_train.txt"))
+    files = [
+        str(write_rows(tmp_path / "triplets.csv", ("sent0", "sent1", "hard_neg"), triplets[:16])),
+        str(write_rows(tmp_path / "pairs.csv", ("sent0", "sent1"), pairs[:16])),
+    ]
+    supervised = dict(train_files=files, drop_unterminated_last_line=None, max_train_samples=None,
+                      allow_missing_negatives=True, hard_negative_weight=0.5)  # fmt: skip
+    single = run(step_args(tiny, Path(files[0]), tmp_path / "one", 32, **supervised))
+    started = start_machines([SCRIPT, *step_args(tiny, Path(files[0]), tmp_path / "two", 16, **supervised)],
+                             logs=tmp_path)  # fmt: skip
+    assert wait_machines(started) == [0, 0], log(tmp_path, 0)[-3000:]
+    two = json.loads((tmp_path / "two" / "results.json").read_text())
+    negatives = single["text"]["rows_by_negatives"]
+    assert two["world_size"] == 2 and two["text"]["rows_by_negatives"] == negatives == [16, 16]
+    assert two["train_loss"] == pytest.approx(single["train_loss"], rel=1e-5)
+    w1, w2 = (load_file(tmp_path / d / "model" / "model.safetensors") for d in ("one", "two"))
+    for key in (k for k in w1 if not k.endswith("attention.self.key.bias")):  # a zero gradient: rounding only
+        torch.testing.assert_close(w2[key], w1[key], rtol=1e-4, atol=1e-4 * float(w1[key].abs().max()), msg=key)
+
+
+@pytest.mark.bench
+@pytest.mark.timeout(600)
+def test_two_machines_equal_two_processes_of_one_machine_in_vision(tmp_path: Path) -> None:
+    """SimCLR: 2 machines × 1 process = 1 machine × 2 processes (the same ranks, per-process batches and BatchNorm
+    statistics; negatives gathered): the same weights and figures; one results.json."""
+    from tests.helpers import accelerate_launch, write_cifar10_zips
+    from tests.vision.test_train import _vision_args
+
+    root = write_cifar10_zips(tmp_path / "data")
+    module = ["-m", "simcse_weince.cli.train_vision"]
+    accelerate_launch(2, [*module, *_vision_args(root, tmp_path / "one", sync_batchnorm=False)])
+    started = start_machines([*module, *_vision_args(root, tmp_path / "two", sync_batchnorm=False)], logs=tmp_path)
+    assert wait_machines(started) == [0, 0], log(tmp_path, 0)[-3000:]
+    one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "two"))
+    assert one["world_size"] == two["world_size"] == 2 and one["steps"] == two["steps"] == 2
+    assert two["train_loss"] == pytest.approx(one["train_loss"], rel=1e-6)
+    w1, w2 = (load_file(tmp_path / d / "model" / "backbone.safetensors") for d in ("one", "two"))
+    for key in w1:
+        torch.testing.assert_close(w2[key], w1[key], rtol=1e-5, atol=1e-6, msg=key)
