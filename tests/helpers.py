@@ -322,6 +322,17 @@ POOLER = "avg"
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 
+def without_dropout(model_dir: Path) -> Path:
+    """A copy of a tiny BERT folder beside it, with dropout off (made once): a step's weights are then a function of
+    its batch only, whatever the processes that computed it."""
+    folder = model_dir.parent / f"{model_dir.name}-nodropout"
+    if not folder.exists():
+        shutil.copytree(model_dir, folder)
+        cfg = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(cfg | NO_DROPOUT))
+    return folder
+
+
 def collate(tok):
     """Pad a list of texts (max 16 tokens) and add their sentence keys: a batch of kind ``views``."""
     from simcse_weince.losses.duplicates import sentence_keys

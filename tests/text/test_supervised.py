@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,7 +18,7 @@ from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.duplicates import ABSENT_KEY
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.text.trainer import SimCSETrainer
-from tests.helpers import NO_DROPOUT, accelerate_runs, argv, text_run_args
+from tests.helpers import accelerate_runs, argv, text_run_args, without_dropout
 from weince_lab.experiments.sick_nli import build_rows, read_sick
 
 REPO = Path(__file__).resolve().parents[2]
@@ -178,10 +177,7 @@ def test_two_processes_match_one_process_with_pairs_and_triplets(sick_rows, tiny
     """One SGD step on 2 gloo processes (16 rows each, every column gathered) equals one process with the same
     32 rows: 16 triplets and 16 pairs trained together (absent negatives masked across processes), dropout off,
     weights after the step = weights − gradient."""
-    tiny = tmp_path / "tiny-nodropout"
-    shutil.copytree(tiny_bert_dir, tiny)
-    cfg = json.loads((tiny / "config.json").read_text())
-    (tiny / "config.json").write_text(json.dumps(cfg | NO_DROPOUT))
+    tiny = without_dropout(tiny_bert_dir)
     triplets, pairs = sick_rows
     files = [
         write_rows(tmp_path / "triplets.csv", ("sent0", "sent1", "hard_neg"), triplets[:16]),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import load_sts_task
 from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
-from tests.helpers import Interrupt, StopAt, accelerate_runs, argv
+from tests.helpers import Interrupt, StopAt, accelerate_runs, argv, without_dropout
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -209,12 +208,7 @@ def test_two_processes_match_one_process_global_batch(tiny_bert_dir: Path, wiki_
     Dropout is off, the optimizer is plain SGD with lr 1 (weights after the step = weights − gradient), and
     the data set is exactly the 32 sentences of that step, so the global batch is the same set in both runs.
     """
-    tiny = tiny_bert_dir.parent / "tiny-nodropout"
-    if not tiny.exists():
-        shutil.copytree(tiny_bert_dir, tiny)
-        cfg = json.loads((tiny / "config.json").read_text())
-        cfg.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        (tiny / "config.json").write_text(json.dumps(cfg))
+    tiny = without_dropout(tiny_bert_dir)
 
     def args(out: Path, batch: int, **flags: object) -> list[str]:
         return _args(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -20,7 +19,7 @@ from safetensors.torch import load_file
 
 from simcse_weince.cli.train_text import run
 from simcse_weince.training import machines
-from tests.helpers import REPO, argv, start_machines, wait_machines
+from tests.helpers import REPO, argv, start_machines, wait_machines, without_dropout
 
 SCRIPT = str(REPO / "train_unsup.py")
 
@@ -28,13 +27,7 @@ SCRIPT = str(REPO / "train_unsup.py")
 @pytest.fixture(scope="module")
 def tiny(tiny_bert_dir: Path) -> Path:
     """The tiny BERT without dropout: one step's weights are then a function of the global batch only."""
-    folder = tiny_bert_dir.parent / "tiny-nodropout-machines"
-    if not folder.exists():
-        shutil.copytree(tiny_bert_dir, folder)
-        cfg = json.loads((folder / "config.json").read_text())
-        cfg.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        (folder / "config.json").write_text(json.dumps(cfg))
-    return folder
+    return without_dropout(tiny_bert_dir)
 
 
 def step_args(tiny: Path, wiki: Path, out: Path | str, batch: int, **flags: object) -> list[str]:
@@ -158,57 +151,41 @@ def kill_machine(launcher: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
             pass
 
 
+LONG = dict(max_train_samples=4000, max_steps=250, save_strategy="steps", save_steps=20, learning_rate="1e-3",
+            optim="adamw_torch")  # fmt: skip
+
+
 @pytest.mark.bench
 @pytest.mark.timeout(600)
-def test_a_killed_machine_stops_the_other_at_once_and_the_run_resumes(
-    tiny: Path, wiki_sample: Path, tmp_path: Path
+@pytest.mark.parametrize("stop", ["kill -9 of machine 1", "SIGTERM to every machine"])
+def test_a_stopped_run_on_two_machines_keeps_its_checkpoints_and_resumes(
+    stop: str, tiny: Path, wiki_sample: Path, tmp_path: Path
 ) -> None:
-    """``kill -9`` of machine 1 once checkpoint-40 exists: machine 0 stops within seconds (a closed connection is seen
-    at once; a silent machine at --ddp_timeout), in one ``stopped:`` line naming machine 1 and the last complete
-    checkpoint; the checkpoints stay; the same command on both machines with --resume_from_checkpoint last ends."""
+    """Once checkpoint-40 exists, either machine 1 is killed (``kill -9`` of its every process: a lost node) or every
+    process of both gets SIGTERM (a preempted job). Killed: machine 0 stops within seconds (a closed connection is
+    seen at once; a silent machine at --ddp_timeout) in one ``stopped:`` line naming machine 1 and the last complete
+    checkpoint. SIGTERM: the run saves a checkpoint at the step it stopped and says so. Either way the same command on
+    both machines with --resume_from_checkpoint last ends at the last step."""
     out = tmp_path / "out"
-    long = dict(max_train_samples=4000, max_steps=250, save_strategy="steps", save_steps=20, learning_rate="1e-3",
-                optim="adamw_torch")  # fmt: skip
-    started = start_machines([SCRIPT, *step_args(tiny, wiki_sample, out, 16, **long)], logs=tmp_path)
+    started = start_machines([SCRIPT, *step_args(tiny, wiki_sample, out, 16, **LONG)], logs=tmp_path)
     deadline = time.monotonic() + 240
     while not (out / "checkpoint-40").is_dir() and time.monotonic() < deadline and started[0].poll() is None:
         time.sleep(0.1)
     assert (out / "checkpoint-40").is_dir(), log(tmp_path, 0)[-3000:]
-    kill_machine(started[1])
-    killed = time.monotonic()
-    code = started[0].wait(timeout=120)
-    assert code != 0 and time.monotonic() - killed < 60
+    stopped = time.monotonic()
+    for launcher in started[1:] if stop.startswith("kill") else started:
+        kill_machine(launcher, signal.SIGKILL if stop.startswith("kill") else signal.SIGTERM)
+    assert all(code != 0 for code in wait_machines(started, timeout=120)) and time.monotonic() - stopped < 60
     (line,) = our_lines(log(tmp_path, 0), "stopped:")
-    assert line.startswith("stopped: lost contact with the run's other processes at step ")
-    assert "machine 1 (rank 1) stopped, was killed or lost the network" in line
     named = re.search(r"the last complete checkpoint is (\S+): resume with the same command", line)
-    assert named and (Path(named.group(1)) / "trainer_state.json").is_file()
-    resumed = start_machines([SCRIPT, *step_args(tiny, wiki_sample, out, 16, **long, resume_from_checkpoint="last")],
-                             logs=tmp_path)  # fmt: skip
-    assert wait_machines(resumed) == [0, 0], log(tmp_path, 0)[-3000:]
-    assert json.loads((out / "results.json").read_text())["steps"] == 250
-
-
-@pytest.mark.bench
-@pytest.mark.timeout(600)
-def test_sigterm_to_every_machine_saves_and_the_run_resumes(tiny: Path, wiki_sample: Path, tmp_path: Path) -> None:
-    """A preempted job: SIGTERM to every process of both machines once checkpoint-20 exists. The run saves a
-    checkpoint at the step it stopped, says so in one ``stopped:`` line, and the same command on both machines
-    with --resume_from_checkpoint last ends at the last step."""
-    out = tmp_path / "out"
-    long = dict(max_train_samples=4000, max_steps=250, save_strategy="steps", save_steps=20, learning_rate="1e-3",
-                optim="adamw_torch")  # fmt: skip
-    started = start_machines([SCRIPT, *step_args(tiny, wiki_sample, out, 16, **long)], logs=tmp_path)
-    deadline = time.monotonic() + 240
-    while not (out / "checkpoint-20").is_dir() and time.monotonic() < deadline and started[0].poll() is None:
-        time.sleep(0.1)
-    for launcher in started:
-        kill_machine(launcher, signal.SIGTERM)
-    assert all(code != 0 for code in wait_machines(started, timeout=120))
-    (line,) = our_lines(log(tmp_path, 0), "stopped:")
-    step = int(re.match(r"stopped: SIGTERM at step (\d+);", line).group(1))
-    assert f"the last complete checkpoint is {out / f'checkpoint-{step}'}: resume" in line, line
-    resumed = start_machines([SCRIPT, *step_args(tiny, wiki_sample, out, 16, **long, resume_from_checkpoint="last")],
+    assert named and (Path(named.group(1)) / "trainer_state.json").is_file(), line
+    if stop.startswith("kill"):
+        assert line.startswith("stopped: lost contact with the run's other processes at step ")
+        assert "machine 1 (rank 1) stopped, was killed or lost the network" in line
+    else:
+        step = int(re.match(r"stopped: SIGTERM at step (\d+);", line).group(1))
+        assert named.group(1) == str(out / f"checkpoint-{step}")  # saved at the stop
+    resumed = start_machines([SCRIPT, *step_args(tiny, wiki_sample, out, 16, **LONG, resume_from_checkpoint="last")],
                              logs=tmp_path)  # fmt: skip
     assert wait_machines(resumed) == [0, 0], log(tmp_path, 0)[-3000:]
     assert json.loads((out / "results.json").read_text())["steps"] == 250
