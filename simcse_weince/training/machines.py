@@ -135,11 +135,13 @@ def check_same_run(record: dict[str, Any], world_size: int) -> None:
 
 
 # A collective that fails because a peer went away: gloo's socket errors, the collective timeout (--ddp_timeout),
-# NCCL's aborted communicator. torch raises these as RuntimeError (gloo) or DistError subclasses.
+# NCCL's aborted communicator. torch raises these as DistError subclasses, or (gloo) as a RuntimeError that names
+# the backend; a timeout of anything else (a Hub upload, a lock) is not one.
 LOST = re.compile(
     r"Connection (?:reset|closed) by peer|Broken pipe|timed out|Timeout|communicator was aborted|watchdog",
     re.IGNORECASE,
 )
+BACKEND = re.compile(r"gloo|nccl|ProcessGroup|c10d", re.IGNORECASE)
 
 
 def lost_contact(err: BaseException, step: int, process_index: int, world_size: int, kept: str) -> Stopped | None:
@@ -150,7 +152,9 @@ def lost_contact(err: BaseException, step: int, process_index: int, world_size: 
     collective timeout (``--ddp_timeout``, seconds)."""
     import torch.distributed as dist
 
-    if world_size <= 1 or not (isinstance(err, dist.DistError) or LOST.search(str(err))):
+    text = str(err)
+    collective = isinstance(err, dist.DistError) or (BACKEND.search(text) and LOST.search(text))
+    if world_size <= 1 or not collective:
         return None
     per_machine = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size))))
     mine = process_index // per_machine

@@ -125,18 +125,22 @@ def test_save_on_each_node_across_machines_is_refused(monkeypatch: pytest.Monkey
 
 def test_a_lost_peer_is_named() -> None:
     """Which processes a failed collective may have lost: the other machines' (ranks numbered machine by machine)."""
-    err = RuntimeError("[pair.cc:561] Connection closed by peer [127.0.0.1]:22943")
+    err = RuntimeError(
+        "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:22943"
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LOCAL_WORLD_SIZE", "2")
         stop = machines.lost_contact(err, 7, 1, 6, "the last complete checkpoint is X")
         assert str(stop).startswith(
             "lost contact with the run's other processes at step 7: machines 1, 2 (ranks 2, 3, 4, 5) stopped, were "
-            "killed or lost the network (RuntimeError: [pair.cc:561]"
+            "killed or lost the network (RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561]"
         )
         assert str(stop).endswith("; the last complete checkpoint is X")
         mp.setenv("LOCAL_WORLD_SIZE", "3")
         assert "machine 0 (ranks 0, 1, 2) stopped, was killed" in str(machines.lost_contact(err, 7, 4, 6, "k"))
         assert machines.lost_contact(ValueError("bad value"), 7, 1, 6, "k") is None  # not a lost peer
+        upload = RuntimeError("HTTPSConnectionPool(host='huggingface.co'): Read timed out")
+        assert machines.lost_contact(upload, 7, 1, 6, "k") is None  # a timeout, but not of a collective
         assert machines.lost_contact(err, 7, 0, 1, "k") is None  # one process: nothing to lose
 
 
