@@ -38,9 +38,14 @@ def machine_of_this_process() -> int:
     return int(os.environ.get("GROUP_RANK", os.environ.get("NODE_RANK", "0")))
 
 
+def per_machine(world_size: int) -> int:
+    """Processes per machine, as the launcher set it (``LOCAL_WORLD_SIZE``; all of them without one)."""
+    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size))))
+
+
 def machines(world_size: int) -> int:
-    """How many machines the run spans: processes over processes per machine (``LOCAL_WORLD_SIZE``)."""
-    return max(1, world_size // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))))
+    """How many machines the run spans: processes over processes per machine."""
+    return max(1, world_size // per_machine(world_size))
 
 
 def _gather(value: Any, world_size: int) -> list[Any]:
@@ -156,9 +161,9 @@ def lost_contact(err: BaseException, step: int, process_index: int, world_size: 
     collective = isinstance(err, dist.DistError) or (BACKEND.search(text) and LOST.search(text))
     if world_size <= 1 or not collective:
         return None
-    per_machine = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size))))
-    mine = process_index // per_machine
-    others = [(r, r // per_machine) for r in range(world_size) if r // per_machine != mine] or [
+    each = per_machine(world_size)
+    mine = process_index // each
+    others = [(r, r // each) for r in range(world_size) if r // each != mine] or [
         (r, mine) for r in range(world_size) if r != process_index
     ]
     cause = f"{type(err).__name__}: {' '.join(str(err).split())[:160]}"

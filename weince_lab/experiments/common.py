@@ -215,5 +215,4 @@ def plot_metrics(
 
 
 def write_results(out_prefix: Path, table: str, summary: dict, header: str) -> None:
-    out_prefix.parent.mkdir(parents=True, exist_ok=True)
     write(out_prefix, f"{header}\n\n{table}\n", summary)
