@@ -149,6 +149,23 @@ class Interrupt(Exception):
     pass
 
 
+def recording_collator(monkeypatch) -> list[list]:
+    """Make every ``SimCSECollator`` call append its batch's ``sentence_key`` list to the returned list (the
+    batches a run trains on, in order)."""
+    from simcse_weince.text import data
+
+    seen: list[list] = []
+    original = data.SimCSECollator.__call__
+
+    def call(self, rows):
+        batch = original(self, rows)
+        seen.append(batch["sentence_key"].tolist())
+        return batch
+
+    monkeypatch.setattr(data.SimCSECollator, "__call__", call)
+    return seen
+
+
 class StopAt(TrainerCallback):
     """Raise :class:`Interrupt` at the end of step ``step`` (before that step's checkpoint is saved), as a kill
     would."""

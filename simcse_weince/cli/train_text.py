@@ -100,7 +100,7 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
     tokenizer_path = check_model_source(model_args.tokenizer_name) if model_args.tokenizer_name else model_path
     tasks, validation = evaluation_tasks(data_args, args.metric_for_best_model)  # every file read before the model
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-    corpus, stats = prepare_corpus(data_args, tokenizer, args, loss_args.gather_across_devices)
+    corpus, stats, order = prepare_corpus(data_args, tokenizer, args, loss_args.gather_across_devices)
     encoder = load_hf_encoder(model_path, model_args.init_from_config, model_args.overrides())
     model = SimCSEModel(encoder, pooler=model_args.pooler, mlp_only_train=model_args.mlp_only_train)
     if args.should_save:
@@ -118,6 +118,7 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
         model=model, args=args, train_dataset=corpus, data_collator=SimCSECollator(tokenizer),
         processing_class=tokenizer, evaluator=next(iter(evaluators.values())), loss=loss,
         mask_duplicates=loss_args.mask_duplicates, callbacks=list(callbacks) or None, run_state=state,
+        train_order=order,
     )  # fmt: skip
 
     def scores(after: bool = False) -> dict[str, float]:

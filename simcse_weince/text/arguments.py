@@ -12,6 +12,7 @@ from simcse_weince.text.positions import MIN_SEQ_LENGTH
 from simcse_weince.text.sources import check_file_name, column_format, column_suffixes
 from simcse_weince.text.validation import dev_forms, parse_validation
 from simcse_weince.training.arguments import ContrastiveTrainingArguments
+from simcse_weince.training.source_batches import SourceBatches
 
 
 @dataclass
@@ -91,6 +92,16 @@ class DataArguments:
             "candidates). The anchor and positive stay required. Default: every row fills every column."
         },
     )
+    source_batches: SourceBatches = field(
+        default="mixed",
+        metadata={
+            "help": "With several training files: mixed (default) shuffles every file's rows together, as SimCSE "
+            "concatenates its files; proportional or round_robin draw each global batch (all processes' rows of a "
+            "step) from one file, so in-batch negatives and WEINCE's tail fits never mix files (proportional: "
+            "every full batch of each file, in a shuffled order; round_robin: files in turn, as many batches of "
+            "each as the smallest gives). Each file's rows short of a full global batch sit out the epoch."
+        },
+    )
     hub_dataset: str = field(default="princeton-nlp/datasets-for-simcse", metadata={"help": "Hub dataset."})
     hub_data_file: str | None = field(default="wiki1m_for_simcse.txt", metadata={"help": "File in the dataset."})
     max_seq_length: int = field(default=32, metadata={"help": "Truncate sentences to this many tokens."})
@@ -164,6 +175,7 @@ class DataArguments:
                 f"allow_missing_negatives: text_columns {self.text_columns} has no hard-negative column; expected "
                 "[anchor, positive, hard negative, ...] (e.g. [sent0, sent1, hard_neg]), or leave it unset"
             )
+        check_choice("source_batches", self.source_batches, SourceBatches)
         check_at_least("max_seq_length", self.max_seq_length, MIN_SEQ_LENGTH)
         check_at_least("max_train_samples", self.max_train_samples, 2)
         check_at_least("preprocessing_num_workers", self.preprocessing_num_workers, 1)

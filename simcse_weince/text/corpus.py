@@ -18,6 +18,7 @@ from simcse_weince.text.sources import ReadOptions, open_sources
 from simcse_weince.text.token_cache import prepare_rows
 from simcse_weince.text.token_cache.admin import format_bytes
 from simcse_weince.text.token_cache.rows import count_negatives, num_text_columns
+from simcse_weince.training.source_batches import SourceOrder, batches_per_source, check_sources, source_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -154,14 +155,45 @@ def drop_lone_tail(dataset: Dataset, stats: TextStats, batch_size: int, processe
 
 def prepare_corpus(
     data: DataArguments, tokenizer, args: TrainingArguments, gathered: bool
-) -> tuple[Dataset, TextStats]:
-    """The run's tokenised corpus and its counts: the main process of each machine tokenises the text into the
-    on-disk cache (once: later runs reuse it) while the others wait, then every process memory-maps it; the
-    lone-sentence tail is dropped unless the data loader drops its last batch anyway."""
+) -> tuple[Dataset, TextStats, SourceOrder | None]:
+    """The run's tokenised corpus, its counts and its order (:func:`source_order`).
+
+    The main process of each machine tokenises the text into the on-disk cache (once: later runs reuse it) while
+    the others wait, then every process memory-maps it; the lone-sentence tail is dropped unless the data loader
+    drops its last batch anyway, or every batch is a full one of a single source (``source_batches``)."""
     stats = TextStats()
     with args.main_process_first(desc="tokenising the training text"):
         corpus = load_training_rows(data, tokenizer, stats, build=args.local_process_index == 0)
     log_corpus(corpus, stats, data.max_seq_length)
-    if not args.dataloader_drop_last:
+    if not args.dataloader_drop_last and data.source_batches == "mixed":
         corpus = drop_lone_tail(corpus, stats, args.per_device_train_batch_size, args.world_size, gathered)
-    return corpus, stats
+    return corpus, stats, source_order(data, stats, len(corpus), args)
+
+
+def source_order(data: DataArguments, stats: TextStats, rows: int, args: TrainingArguments) -> SourceOrder | None:
+    """The order of the training rows when each global batch comes from one source (``source_batches``
+    proportional or round_robin; :mod:`simcse_weince.training.source_batches`), seeded by ``data_seed`` (else
+    ``seed``); ``None`` for ``mixed`` (the Trainer's shuffle). One log line says what an epoch draws.
+
+    Raises:
+        ValueError: a source has fewer rows than one global batch.
+    """
+    if data.source_batches == "mixed":
+        return None
+    ranges = source_ranges(stats.rows_by_source, rows)
+    processes, per_device = args.world_size, args.per_device_train_batch_size
+    global_batch = per_device * processes
+    check_sources(ranges, stats.files, global_batch, f"{per_device} × {processes} process(es)")
+    seed = args.data_seed if args.data_seed is not None else args.seed
+    order = SourceOrder(ranges, global_batch, data.source_batches, seed)
+    counts = batches_per_source(ranges, global_batch, data.source_batches)
+    held = ", ".join(
+        f"{name} {b - a:,} rows, {k} batch(es)" for name, (a, b), k in zip(stats.files, ranges, counts, strict=True)
+    )
+    logger.info(
+        "batches from one source at a time (%s): global batches of %d rows per epoch from %s; %s rows per epoch "
+        "left out (each source's rows short of a full batch%s)",
+        data.source_batches, global_batch, held, f"{rows - len(order):,}",
+        ", and round_robin's batches beyond the smallest source's" if data.source_batches == "round_robin" else "",
+    )  # fmt: skip
+    return order

@@ -32,6 +32,7 @@ class TextStats:
     unknown_sentences_skipped: int = 0  # no known token: only [UNK] (e.g. emoji) or nothing once tokenised
     unterminated_lines_dropped: int = 0
     truncated: int = 0
+    rows_by_source: list[int] = field(default_factory=list)  # rows of each source (file), in order, as tokenised
     rows_by_negatives: list[int] = field(default_factory=list)  # rows holding 0, 1, ..., k hard negatives (k >= 1)
     # rows with a hard negative of the same tokens as their anchor or positive: the duplicate mask takes it out
     # of the row's candidates (mask_duplicates), so a triplet of rows_by_negatives trains as a pair

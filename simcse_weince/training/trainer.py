@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, EvalLoopOutput
 
@@ -80,6 +80,9 @@ class ContrastiveTrainer(Trainer):
             processes, and saved with the loss's state in every checkpoint (``loss_state.pt``).
         evaluator: ``evaluator(model) -> metrics`` on the unwrapped model, run at every evaluation; metric
             names get the Trainer's prefix (``stsb_spearman`` -> ``eval_stsb_spearman``).
+        run_state: the run's own state (its record, the Hub outcome); a fresh one by default.
+        train_order: the sampler of the training rows (default: the Trainer's shuffle), e.g. a
+            :class:`~simcse_weince.training.source_batches.SourceOrder` for batches from one source at a time.
         *args, **kwargs: as for ``transformers.Trainer``.
     """
 
@@ -89,6 +92,7 @@ class ContrastiveTrainer(Trainer):
         loss: ContrastiveLoss,
         evaluator: Evaluator | None = None,
         run_state: RunState | None = None,
+        train_order: Sampler | None = None,
         **kwargs: Any,
     ) -> None:
         if evaluator is not None and kwargs.get("eval_dataset") is None:
@@ -109,6 +113,14 @@ class ContrastiveTrainer(Trainer):
         self._zero_grad_steps = 0  # consecutive optimizer steps whose encoder gradient was exactly 0 (health)
         self._last_loss: torch.Tensor | None = None
         self._warned_metrics: set[str] = set()
+        self.train_order = train_order
+
+    def _get_train_sampler(self, train_dataset: Any = None) -> Sampler | None:
+        """The run's own order of the training rows when it has one (batches from one source at a time,
+        :class:`~simcse_weince.training.source_batches.SourceOrder`), else the Trainer's shuffle."""
+        if self.train_order is not None:
+            return self.train_order
+        return super()._get_train_sampler(train_dataset)
 
     # ---- the loss's own parameters ------------------------------------------------------------------------
     def loss_parameters(self) -> list[nn.Parameter]:

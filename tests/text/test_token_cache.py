@@ -139,6 +139,7 @@ def test_several_files_in_order_with_max_rows(small_file: Path, wiki_sample: Pat
     assert stats.files == [str(small_file), str(wiki_sample)] and stats.sentences == 300 + 11_914
     full, full_stats = prepare(files, tok, tmp_path)  # the same cache, all rows
     assert full_stats.cache_reused and len(full) == 12_214 and full_stats.truncated > stats.truncated
+    assert stats.rows_by_source == full_stats.rows_by_source == [300, 11_914]  # each file's rows, kept with the cache
 
 
 def test_invalid_utf8_names_file_and_line_and_builds_nothing(tmp_path: Path, tok) -> None:
@@ -186,6 +187,7 @@ def test_a_part_of_blank_lines_only(tmp_path: Path, tok, monkeypatch: pytest.Mon
     monkeypatch.setattr(token_cache, "PART_BYTES", 40)  # parts in the middle hold blank lines only
     ds, stats = prepare([(f, False)], tok, tmp_path)
     assert len(ds.cache_files) == 2 and (stats.sentences, stats.blank_lines_skipped) == (2, 100)
+    assert stats.rows_by_source == [2]  # the source's parts add up
     assert ds["input_ids"][:] == tok(["first sentence", "last sentence"], truncation=True, max_length=16)["input_ids"]
 
 
@@ -254,6 +256,7 @@ def test_an_unusable_file_among_others_is_counted(mixed_file: Path, tok, tmp_pat
     emoji.write_text("\U0001f600\n" * 10, encoding="utf-8")
     ds, stats = prepare([(emoji, False), (mixed_file, False)], tok, tmp_path)
     assert (len(ds), stats.unknown_sentences_skipped, stats.files) == (6, 13, [str(emoji), str(mixed_file)])
+    assert stats.rows_by_source == [0, 6]  # the rows each file gave, after the sentences of no known token
 
 
 def test_hub_text_is_read_and_counted_as_a_file(mixed_file: Path, tok, tmp_path: Path) -> None:

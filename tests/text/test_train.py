@@ -19,7 +19,7 @@ from simcse_weince.evaluation.sts import evaluate_sts
 from simcse_weince.evaluation.sts_data import load_sts_task
 from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
 from simcse_weince.text.model import SimCSEModel, load_hf_encoder
-from tests.helpers import Interrupt, StopAt, accelerate_runs, argv, without_dropout
+from tests.helpers import Interrupt, StopAt, accelerate_runs, argv, recording_collator, without_dropout
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -121,21 +121,6 @@ def test_offline_optional_push_keeps_everything_and_no_secret_is_written(
     assert not [p for p in written if b"hf_SECRET_test_token" in p.read_bytes()]
 
 
-def _recording_collator(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
-    from simcse_weince.text import data
-
-    seen: list[list[int]] = []
-    original = data.SimCSECollator.__call__
-
-    def call(self, rows):
-        batch = original(self, rows)
-        seen.append(batch["sentence_key"].tolist())
-        return batch
-
-    monkeypatch.setattr(data.SimCSECollator, "__call__", call)
-    return seen
-
-
 @pytest.mark.slow
 def test_resume_reaches_same_step_with_same_data_order(
     tiny_bert_dir: Path,
@@ -145,7 +130,7 @@ def test_resume_reaches_same_step_with_same_data_order(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     common = dict(max_steps=6, eval_steps=3, save_steps=3, eval_test_at_end=False, save_total_limit=3)
-    seen = _recording_collator(monkeypatch)
+    seen = recording_collator(monkeypatch)
     full = run(_args(tiny_bert_dir, wiki_sample, tmp_path / "full", **common))
     full_order = list(seen)
     assert full["steps"] == 6 and len(full_order) == 6
@@ -269,6 +254,7 @@ def test_a_link_loss_trains_from_the_command_line(tiny_bert_dir: Path, wiki_samp
         ["--link_a_max", "5"],
         ["--link_b_min", "1"],
         ["--loss", "softmax"],
+        ["--source_batches", "by_file"],
     ],
 )
 def test_invalid_setting_fails_in_one_line_before_anything_loads(

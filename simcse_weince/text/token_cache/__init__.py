@@ -97,7 +97,7 @@ def _open(folder: Path, stats: TextStats, max_rows: int | None, reused: bool) ->
     return finish(ds, stats, max_rows)
 
 
-Plan = Callable[[], tuple[TextStats, list[Callable[[], datasets.Dataset]], str | None]]
+Plan = Callable[[], tuple[TextStats, list[tuple[int, Callable[[], datasets.Dataset]]], str | None]]
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def open_or_build(key: dict, plan: Plan, tokenising: Tokenising, stats: TextStat
 
     ``plan()`` runs on a miss, in every process before the ``build`` check (so that a bad input gives every
     process the same error), and returns the counts to fill while reading, the parts to tokenise
-    (:func:`build_cache`) and what is tokenised, for the log line (``None``: no line).
+    (:func:`build_cache`: ``(source, part)`` pairs) and what is tokenised, for the log line (``None``: no line).
 
     Raises:
         CacheNotBuiltError: ``build`` is False and the cache is missing.
@@ -183,7 +183,9 @@ def prepare_rows(
     def plan():
         read = TextStats(text_columns=next((s.columns for s in sources if s.columns), []))
         parts = [
-            functools.partial(part_text, s, part, read) for s in sources for part in s.scan(read, PART_BYTES, PART_ROWS)
+            (i, functools.partial(part_text, s, part, read))
+            for i, s in enumerate(sources)
+            for part in s.scan(read, PART_BYTES, PART_ROWS)
         ]
         if any(s.counts_while_reading for s in sources):
             return read, parts, None  # counted as the parts are read

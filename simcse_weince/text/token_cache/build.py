@@ -64,18 +64,24 @@ class Tokenising:
 
 
 def build_cache(
-    folder: Path, parts: Sequence[Callable[[], datasets.Dataset]], tokenising: Tokenising, read: TextStats, key: dict
+    folder: Path,
+    parts: Sequence[tuple[int, Callable[[], datasets.Dataset]]],
+    tokenising: Tokenising,
+    read: TextStats,
+    key: dict,
 ) -> None:
     """Tokenise the text of ``parts`` into ``folder``, one Arrow file of tokens per part, in order.
 
-    Each part returns a dataset of ``columns`` text columns (one: sentences; more: the cells of pairs or
-    triplets), blank and invisible lines and bad rows already skipped and counted in ``read``, by the reading
-    pass or by the part itself; the map tokenises it (:func:`token_features`) to
-    ``tokens-<part>.arrow`` and the part's text is released before the next one, so a build holds the text of
-    one part at a time. Everything is written to a temporary sibling of ``folder`` that is renamed into place
-    when complete; if another builder got there first, its copy is kept and this one discarded. ``stats.json``
-    holds the counts of ``read`` and of the map: the sentences are the rows it wrote, the sentences with no
-    known token the rows it dropped.
+    ``parts`` are ``(source, part)`` pairs, the parts of source 0 first, then those of source 1, ...; each part
+    returns a dataset of ``columns`` text columns (one: sentences; more: the cells of pairs or triplets), blank and
+    invisible lines and bad rows already skipped and counted in ``read``, by the reading pass or by the part itself;
+    the map tokenises it (:func:`token_features`) to ``tokens-<part>.arrow`` and the part's text is released before
+    the next one, so a build holds the text of one part at a time. Everything is written to a temporary sibling of
+    ``folder`` that is renamed into place when complete; if another builder got there first, its copy is kept and
+    this one discarded. ``stats.json`` holds the counts of ``read`` and of the map: the sentences are the rows it
+    wrote, the sentences with no known token the rows it dropped, ``rows_by_source`` the rows it wrote of each
+    source (the row ranges that batches from one source at a time draw from,
+    :mod:`simcse_weince.training.source_batches`).
 
     Raises:
         ValueError: no sentence is left (every one has no known token); nothing is written.
@@ -84,7 +90,8 @@ def build_cache(
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         source_rows = rows = truncated = 0
-        for i, part in enumerate(parts):
+        by_source = [0] * (max((s for s, _ in parts), default=-1) + 1)
+        for i, (source, part) in enumerate(parts):
             text = part()
             if not len(text):  # a part of blank lines only
                 continue
@@ -108,6 +115,7 @@ def build_cache(
                 rows + len(tokens),
                 truncated + count_truncated(tokens),
             )
+            by_source[source] += len(tokens)
             del text, tokens  # released: the next part's text replaces this one's
         if not rows and columns > 1:
             raise ValueError(
@@ -123,7 +131,7 @@ def build_cache(
                 "(only [UNK], e.g. emoji or a script outside its vocabulary, or nothing once normalised); expected "
                 "text in the tokenizer's language, one sentence per line"
             )
-        unknown = {"sentences": rows, "unknown_sentences_skipped": source_rows - rows}
+        unknown = {"sentences": rows, "unknown_sentences_skipped": source_rows - rows, "rows_by_source": by_source}
         stats = {n: getattr(read, n) for n in READ_STATS} | unknown | {"rows": rows, "truncated": truncated}
         (tmp / "stats.json").write_text(json.dumps(stats, indent=1), encoding="utf-8")
         (tmp / "key.json").write_text(json.dumps(key, indent=1), encoding="utf-8")

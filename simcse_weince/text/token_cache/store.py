@@ -13,11 +13,12 @@ import datasets
 from simcse_weince.core.digests import damage
 from simcse_weince.text.data import check_fast, token_column_names
 
-CACHE_FORMAT = 2  # bump when the columns or their meaning change: old caches are then ignored
+CACHE_FORMAT = 3  # bump when the columns or their meaning change: old caches are then ignored
 
 
 # 2: lines split at \n only; invisible-only lines and sentences with no known token (only [UNK]) skipped.
 # Multi-column caches (input_ids_1, ...) came without a bump: the one-column rows did not change.
+# 3: stats.json counts the rows of each source (rows_by_source), for batches drawn from one source at a time.
 PART_BYTES = 1 << 25  # text tokenised per part (32 MB, ~250k Wikipedia lines): the build's text in memory
 
 
@@ -46,6 +47,7 @@ READ_STATS = (
     "unknown_sentences_skipped",
     "unterminated_lines_dropped",
     "bad_rows_skipped",
+    "rows_by_source",
 )
 
 
