@@ -188,7 +188,7 @@ def source_order(data: DataArguments, stats: TextStats, rows: int, args: Trainin
     order = SourceOrder(ranges, global_batch, data.source_batches, seed)
     counts = batches_per_source(ranges, global_batch, data.source_batches)
     held = ", ".join(
-        f"{name} {b - a:,} rows, {k} batch(es)" for name, (a, b), k in zip(stats.files, ranges, counts, strict=True)
+        f"{name} ({b - a:,} rows): {k}" for name, (a, b), k in zip(stats.files, ranges, counts, strict=True)
     )
     logger.info(
         "batches from one source at a time (%s): global batches of %d rows per epoch from %s; %s rows per epoch "

@@ -134,8 +134,8 @@ def check_same_run(record: dict[str, Any], world_size: int) -> None:
     code = [(rank, m) for rank, (_, c, m) in enumerate(found) if c != main_code]
     if code:
         raise ConfigError(
-            f"{_who(code)} run other code than machine 0 (the simcse_weince package's source differs); install the "
-            "same version on every machine"
+            f"{_who(code)} {'run' if len({m for _, m in code}) > 1 else 'runs'} other code than machine 0 (the "
+            "simcse_weince package's source differs); install the same version on every machine"
         )
 
 

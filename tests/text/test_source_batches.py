@@ -53,7 +53,7 @@ def test_every_batch_is_one_files_and_a_resume_mid_epoch_trains_the_same_batches
     seen = recording_collator(monkeypatch)
     with caplog.at_level(logging.INFO):
         full = run(_args(tiny_bert_dir, two_files, tmp_path / "full", **common))
-    assert "global batches of 8 rows per epoch from " in caplog.text and "a.txt 48 rows, 6 batch(es)" in caplog.text
+    assert "global batches of 8 rows per epoch from " in caplog.text and "a.txt (48 rows): 6, " in caplog.text
     assert full["text"]["rows_by_source"] == [48, 32]
     full_order = list(seen)
     a, b = (_keys(f, tiny_bert_dir) for f in two_files)

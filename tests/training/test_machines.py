@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -109,6 +110,27 @@ def test_machines_started_with_other_settings_are_refused(tiny: Path, wiki_sampl
         assert our_lines(log(tmp_path, machine), "error:") == [
             "error: machine 1 (rank 1) started with other settings than machine 0: loss.temperature, "
             "training.learning_rate; start every machine with the same command and config"
+        ]
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_machines_running_other_code_are_refused(tiny: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    """Machine 1 runs a copy of the package one comment apart (an older install, an edited checkout): refused in one
+    line on every machine, before training."""
+    other = tmp_path / "other_code"
+    shutil.copytree(REPO / "simcse_weince", other / "simcse_weince", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(SCRIPT, other / "train_unsup.py")
+    with (other / "simcse_weince" / "losses" / "weince.py").open("a", encoding="utf-8") as f:
+        f.write("# edited on this machine only\n")
+    args = step_args(tiny, wiki_sample, tmp_path / "out", 16)
+    started = start_machines([[SCRIPT, *args], [str(other / "train_unsup.py"), *args]], logs=tmp_path)
+    assert wait_machines(started) != [0, 0]
+    for machine in (0, 1):
+        assert our_lines(log(tmp_path, machine), "error:") == [
+            "error: machine 1 (rank 1) runs other code than machine 0 (the simcse_weince package's source differs); "
+            "install the same version on every machine"
         ]
     assert not (tmp_path / "out" / "results.json").exists()
 
@@ -242,3 +264,30 @@ def test_two_machines_equal_two_processes_of_one_machine_in_vision(tmp_path: Pat
     w1, w2 = (load_file(tmp_path / d / "model" / "backbone.safetensors") for d in ("one", "two"))
     for key in w1:
         torch.testing.assert_close(w2[key], w1[key], rtol=1e-5, atol=1e-6, msg=key)
+
+
+@pytest.mark.bench
+@pytest.mark.timeout(600)
+def test_two_machines_of_two_processes_equal_one_process_with_batches_from_one_file(
+    tiny: Path, wiki_sample: Path, tmp_path: Path
+) -> None:
+    """2 machines × 2 processes (batch 8 each, negatives gathered over the 4) = 1 process of batch 32, two SGD steps
+    of batches from one file at a time (two files of 32 sentences: each step is one file's global batch)."""
+    from simcse_weince.text.sources.lines import read_sentences
+
+    lines = read_sentences(wiki_sample, drop_unterminated_last_line=True)
+    files = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for f, start in zip(files, (0, 300), strict=True):
+        f.write_text("\n".join(lines[start : start + 32]) + "\n", encoding="utf-8")
+    flags = dict(train_files=[str(f) for f in files], drop_unterminated_last_line=None, max_train_samples=None,
+                 source_batches="proportional", max_steps=2, loss="infonce")  # fmt: skip
+    single = run(step_args(tiny, files[0], tmp_path / "one", 32, **flags))
+    started = start_machines([SCRIPT, *step_args(tiny, files[0], tmp_path / "two", 8, **flags)], processes=2,
+                             logs=tmp_path)  # fmt: skip
+    assert wait_machines(started) == [0, 0], log(tmp_path, 0)[-3000:] + log(tmp_path, 1)[-3000:]
+    two = json.loads((tmp_path / "two" / "results.json").read_text())
+    assert (single["world_size"], two["world_size"], two["steps"]) == (1, 4, 2)
+    assert two["train_loss"] == pytest.approx(single["train_loss"], rel=1e-5)
+    w1, w2 = (load_file(tmp_path / d / "model" / "model.safetensors") for d in ("one", "two"))
+    for key in (k for k in w1 if not k.endswith("attention.self.key.bias")):  # a zero gradient: rounding only
+        torch.testing.assert_close(w2[key], w1[key], rtol=1e-4, atol=1e-4 * float(w1[key].abs().max()), msg=key)
