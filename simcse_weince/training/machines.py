@@ -56,6 +56,11 @@ def _gather(value: Any, world_size: int) -> list[Any]:
     return found
 
 
+def from_main(value: Any, world_size: int) -> Any:
+    """The main process's ``value``, on every process (itself for one process)."""
+    return value if world_size <= 1 else _gather(value, world_size)[0]
+
+
 def _who(entries: list[tuple[int, int]]) -> str:
     """``machine 1 (rank 1)``, ``machines 1, 2 (ranks 2, 3, 4, 5)``."""
     machine_ids = sorted({m for _, m in entries})

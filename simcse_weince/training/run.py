@@ -123,21 +123,28 @@ def prepare_folder(args: TrainingArguments, groups: dict[str, Any], main: bool, 
 
 
 def prepare_hub(training_args: TrainingArguments, state: run_record.RunState) -> None:
-    """Check that the run's Hub repository can be written before anything loads.
+    """Check that the run's Hub repository can be written before anything loads: the main process checks (the one
+    that pushes; the Trainer pushes from it alone) and every other process takes its outcome, so that only it
+    needs a token and every process goes on, or stops, alike.
 
     Raises:
         HubAccessError: it cannot, and ``hub_push_optional`` is off. With it on, pushing is turned off for
             this run and the reason kept in ``state.hub_error`` (it goes into ``results.json``).
     """
-    repo = repo_name(training_args.hub_model_id, training_args.output_dir)
-    try:
-        full_id = check_hub_access(repo, training_args.hub_token, training_args.hub_private_repo)
-    except HubAccessError as err:
+    full_id = error = None
+    if training_args.process_index == 0:
+        repo = repo_name(training_args.hub_model_id, training_args.output_dir)
+        try:
+            full_id = check_hub_access(repo, training_args.hub_token, training_args.hub_private_repo)
+        except HubAccessError as err:
+            error = str(err)
+    full_id, error = machines.from_main((full_id, error), training_args.world_size)
+    if error is not None:
         if not getattr(training_args, "hub_push_optional", False):
-            raise
-        logger.warning("%s -- training without pushing (hub_push_optional)", err)
+            raise HubAccessError(error)
+        logger.warning("%s -- training without pushing (hub_push_optional)", error)
         training_args.push_to_hub = False
-        state.hub_error = str(err)
+        state.hub_error = error
         return
     logger.info("pushing to the Hub repository %s (hub_strategy %s)", full_id, training_args.hub_strategy)
 

@@ -291,3 +291,45 @@ def test_two_machines_of_two_processes_equal_one_process_with_batches_from_one_f
     w1, w2 = (load_file(tmp_path / d / "model" / "model.safetensors") for d in ("one", "two"))
     for key in (k for k in w1 if not k.endswith("attention.self.key.bias")):  # a zero gradient: rounding only
         torch.testing.assert_close(w2[key], w1[key], rtol=1e-4, atol=1e-4 * float(w1[key].abs().max()), msg=key)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_machines_push_to_the_hub_once(tiny: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    """push_to_hub on 2 machines (one process each), every save pushed: the main process alone checks (creates) the
+    repository and pushes each checkpoint, then the model and its card, as one machine does; the other machine
+    makes no Hub call, so it needs no token."""
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    args = step_args(tiny, wiki_sample, tmp_path / "out", 16, max_train_samples=64, max_steps=4, save_strategy="steps",
+                     save_steps=2, push_to_hub=True, hub_strategy="every_save", hub_model_id="me/two-machines")  # fmt: skip
+    script = str(REPO / "tests" / "training" / "hub_recorded_run.py")
+    started = start_machines([script, str(hub), *args], logs=tmp_path)
+    assert wait_machines(started) == [0, 0], log(tmp_path, 0)[-3000:] + log(tmp_path, 1)[-3000:]
+    main, other = (json.loads((hub / f"calls-{rank}.json").read_text()) for rank in (0, 1))
+    assert main["commits"] == [
+        "Training in progress, step 2",
+        "Training in progress, step 4",
+        "End of training: SentenceTransformer model",
+        "End of training: model card",
+    ]
+    assert main["calls"][0] == ["create_repo", "me/two-machines"]
+    assert other == {"calls": [], "commits": []}
+    card = (hub / "me__two-machines" / "README.md").read_text()
+    assert card == (tmp_path / "out" / "model" / "README.md").read_text() and "me/two-machines" in card
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_machines_without_hub_access_stop_alike(
+    tiny: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No token on the main machine: every machine stops before training with the main process's one line."""
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    args = step_args(tiny, wiki_sample, tmp_path / "out", 16, push_to_hub=True, hub_model_id="me/two-machines")
+    assert wait_machines(start_machines([SCRIPT, *args], logs=tmp_path)) != [0, 0]
+    lines = [our_lines(log(tmp_path, machine), "error:") for machine in (0, 1)]
+    assert lines[0] == lines[1] and len(lines[0]) == 1
+    assert lines[0][0].startswith("error: --push_to_hub: no Hugging Face token for 'me/two-machines'")
+    assert not (tmp_path / "out" / "results.json").exists()
