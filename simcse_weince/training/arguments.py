@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields, make_dataclass
+from datetime import timedelta
 from typing import Any, Literal, get_origin, get_type_hints
 
 import torch
@@ -200,6 +201,7 @@ class ContrastiveTrainingArguments(TrainingArguments):
             # A multi-process launch (accelerate --multi_gpu, torchrun) on a machine without CUDA: run the
             # processes on the CPU with gloo instead of falling back to N independent single-process runs.
             self.use_cpu = True
+        self._start_cpu_process_group()
         super().__post_init__()
         if self.dataloader_pin_memory and (self.use_cpu or not accelerator_available()):
             self.dataloader_pin_memory = False  # pinning needs an accelerator (torch warns on every loader)
@@ -265,6 +267,20 @@ class ContrastiveTrainingArguments(TrainingArguments):
                 "saves a checkpoint at the next step on SIGTERM and ends in a stopped: line (Ctrl-C keeps the last "
                 "complete checkpoint); drop --enable_jit_checkpoint"
             )
+
+    def _start_cpu_process_group(self) -> None:
+        """Start the process group of a multi-process CPU run (gloo) with ``ddp_timeout``.
+
+        transformers hands ``ddp_timeout`` to the process group on GPUs only; with ``use_cpu`` the group would keep
+        torch's default (30 minutes), so a machine that hangs without closing its connections would hold the others
+        for half an hour whatever ``--ddp_timeout`` says. accelerate then finds the group started and uses it.
+        """
+        import torch.distributed as dist
+
+        if not (self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and dist.is_available()):
+            return
+        if not dist.is_initialized():
+            dist.init_process_group(backend=self.ddp_backend or "gloo", timeout=timedelta(seconds=self.ddp_timeout))
 
     def _check_engine(self) -> None:
         """DDP only (one process per device, torchrun or accelerate): DeepSpeed and FSDP are refused before anything

@@ -217,6 +217,35 @@ def test_a_stopped_run_on_two_machines_keeps_its_checkpoints_and_resumes(
     assert json.loads((out / "results.json").read_text())["steps"] == 150
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_silent_machine_is_found_at_the_collective_timeout(tiny: Path, wiki_sample: Path, tmp_path: Path) -> None:
+    """Machine 1 stopped (SIGSTOP of its every process: a hung node that keeps its connections open): machine 0 stops
+    at the collective timeout (--ddp_timeout 20), not before it and not long after, in one ``stopped:`` line naming
+    machine 1 and the last complete checkpoint."""
+    out, timeout = tmp_path / "out", 20
+    args = step_args(tiny, wiki_sample, out, 16, **LONG, ddp_timeout=timeout)
+    started = start_machines([SCRIPT, *args], logs=tmp_path)
+    deadline = time.monotonic() + 240
+    while not (out / "checkpoint-20").is_dir() and time.monotonic() < deadline and started[0].poll() is None:
+        time.sleep(0.1)
+    assert (out / "checkpoint-20").is_dir(), log(tmp_path, 0)[-3000:]
+    silent = time.monotonic()
+    kill_machine(started[1], signal.SIGSTOP)
+    try:
+        code = started[0].wait(timeout=timeout + 60)
+        waited = time.monotonic() - silent
+    finally:
+        kill_machine(started[1], signal.SIGKILL)
+        started[1].wait(timeout=60)
+    assert code != 0 and timeout - 1 < waited < timeout + 30, waited
+    (line,) = our_lines(log(tmp_path, 0), "stopped:")
+    assert line.startswith("stopped: lost contact with the run's other processes at step "), line
+    assert "machine 1 (rank 1) stopped, was killed or lost the network" in line
+    named = re.search(r"the last complete checkpoint is (\S+): resume with the same command", line)
+    assert named and (Path(named.group(1)) / "trainer_state.json").is_file(), line
+
+
 @pytest.mark.bench
 @pytest.mark.timeout(600)
 def test_two_machines_equal_one_machine_with_hard_negatives(tiny: Path, shared_data: Path, tmp_path: Path) -> None:
