@@ -330,8 +330,9 @@ def test_two_machines_push_to_the_hub_once(tiny: Path, wiki_sample: Path, tmp_pa
     makes no Hub call, so it needs no token."""
     hub = tmp_path / "hub"
     hub.mkdir()
+    push = dict(push_to_hub=True, hub_strategy="every_save", hub_model_id="me/two-machines")
     args = step_args(tiny, wiki_sample, tmp_path / "out", 16, max_train_samples=64, max_steps=4, save_strategy="steps",
-                     save_steps=2, push_to_hub=True, hub_strategy="every_save", hub_model_id="me/two-machines")  # fmt: skip
+                     save_steps=2, **push)  # fmt: skip
     script = str(REPO / "tests" / "training" / "hub_recorded_run.py")
     started = start_machines([script, str(hub), *args], logs=tmp_path)
     assert wait_machines(started) == [0, 0], log(tmp_path, 0)[-3000:] + log(tmp_path, 1)[-3000:]

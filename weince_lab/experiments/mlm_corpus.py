@@ -14,8 +14,14 @@ Left out whole: STS12–16, STS-B dev/test, SICK trial/test, SST-2 dev/test, TRE
 transfer tasks scored by cross-validation over all their data: MR, CR, SUBJ, MPQA (:data:`EVALUATION_SPLITS`).
 Every sentence of those splits is also removed from the corpus wherever it appears (STS-B train is drawn from
 STS12–16, SICK reuses sentences across its splits, SST-2 and MR share Rotten Tomatoes snippets): two sentences
-are the same when their :func:`match_key` is (case and whitespace ignored: the SentEval files are tokenised,
-``it 's``, the Wikipedia text is not, and the model is uncased). Repeated sentences are kept once (the first).
+are the same when their :func:`match_key` is — their letters and digits, Unicode-normalised (NFKC) and case-folded,
+so that case, whitespace, punctuation and quote style are ignored (the SentEval files are tokenised, ``it 's``,
+```` ``quoted'' ````, the Wikipedia text is not; SICK's train and test copies of a sentence differ by a final
+period). Repeated sentences (the same key) are kept once (the first).
+
+``--match case_and_whitespace`` keeps the key the stored MLM runs were built with (case and whitespace ignored
+only: corpus digest ``b66eae011566ee371ccf6eb68fbbb4d6``, 103,057 sentences), which let evaluation sentences through
+in another punctuation (``experiments/results/mlm_corpus_keys/``: the two keys' manifests).
 
 Writes ``corpus.txt`` and ``manifest.json`` (sources, counts, the exclusions, the corpus's digest).
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -43,9 +50,24 @@ WIKI_FILES = ("wiki1m_sample/wiki1m_for_simcse.head1280000bytes.txt", "wikipedia
 
 
 def match_key(sentence: str) -> str:
-    """What two sentences must share to count as the same: the text lower-cased, all whitespace removed (so the
-    tokenised SentEval form ``it 's`` matches ``it's``; the uncased tokenizer sees no case anyway)."""
+    """What two sentences must share to count as the same: their letters and digits (``str.isalnum``), in order,
+    after NFKC normalisation and case folding. Case, whitespace, punctuation and quote style do not count: ``it 's``,
+    ``It's`` and ``“it’s”`` have one key; a sentence of punctuation only has the empty key."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", sentence).casefold() if ch.isalnum())
+
+
+def case_and_whitespace_key(sentence: str) -> str:
+    """The earlier, looser key (the stored MLM runs' corpus): the text lower-cased, all whitespace removed."""
     return "".join(sentence.lower().split())
+
+
+MATCHES: dict[str, Callable[[str], str]] = {"strict": match_key, "case_and_whitespace": case_and_whitespace_key}
+MATCH_WORDS = {
+    "strict": "a sentence is dropped when its letters and digits (NFKC, case-folded; case, whitespace, punctuation "
+    "and quote style ignored) equal a sentence's of an excluded split; repeated sentences (same key) are kept once",
+    "case_and_whitespace": "a sentence is dropped when, lower-cased with all whitespace removed, it equals a sentence "
+    "of an excluded split; repeated sentences (same key) are kept once",
+}
 
 
 def _pairs(task: STSTask) -> list[str]:
@@ -105,19 +127,19 @@ EVALUATION_SPLITS = (
 )
 
 
-def evaluation_keys(senteval: Path) -> tuple[set[str], dict[str, int]]:
-    """The :func:`match_key` of every sentence of every evaluation split, and the sentences per split."""
+def evaluation_keys(senteval: Path, key: Callable[[str], str] = match_key) -> tuple[set[str], dict[str, int]]:
+    """The ``key`` (:func:`match_key`) of every sentence of every evaluation split, and the sentences per split."""
     keys: set[str] = set()
     sizes = {}
     for name, read in evaluation_splits(senteval).items():
         sentences = [s for s in read() if s.strip()]  # CR and MPQA keep blank lines as empty samples
         sizes[name] = len(sentences)
-        keys.update(match_key(s) for s in sentences)
+        keys.update(key(s) for s in sentences)
     return keys, sizes
 
 
-def build_corpus(out: Path, data: Path | None = None, senteval: Path | None = None) -> dict:
-    """Write ``out/corpus.txt`` and ``out/manifest.json``; the manifest.
+def build_corpus(out: Path, data: Path | None = None, senteval: Path | None = None, match: str = "strict") -> dict:
+    """Write ``out/corpus.txt`` and ``out/manifest.json``; the manifest. ``match`` names the key of :data:`MATCHES`.
 
     Raises:
         FileNotFoundError: no shared data folder, or a source file missing (named by its reader).
@@ -126,7 +148,8 @@ def build_corpus(out: Path, data: Path | None = None, senteval: Path | None = No
     if data is None:
         raise FileNotFoundError("no shared data folder: set $SIMCSE_WEINCE_DATA to the folder holding senteval/, ...")
     senteval = Path(senteval) if senteval else senteval_root() or data / "senteval" / "downstream"
-    excluded, eval_sizes = evaluation_keys(senteval)
+    key_of = MATCHES[match]
+    excluded, eval_sizes = evaluation_keys(senteval, key_of)
     seen: set[str] = set()
     counts = {}
     out.mkdir(parents=True, exist_ok=True)
@@ -139,7 +162,7 @@ def build_corpus(out: Path, data: Path | None = None, senteval: Path | None = No
                 if not s:
                     continue
                 c["read"] += 1
-                key = match_key(s)
+                key = key_of(s)
                 if key in excluded:
                     c["in_an_evaluation_split"] += 1
                 elif key in seen:
@@ -166,8 +189,8 @@ def build_corpus(out: Path, data: Path | None = None, senteval: Path | None = No
             "MRPC train": "senteval/downstream/MRPC/msr_paraphrase_train.txt (both sentences)",
         },
         "excluded_splits": eval_sizes,
-        "match": "a sentence is dropped when, lower-cased with all whitespace removed, it equals a sentence of an "
-        "excluded split; repeated sentences (same key) are kept once",
+        "match": MATCH_WORDS[match],
+        "match_key": match,
         "data_root": str(data),
     }
     (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
@@ -180,11 +203,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--data_dir", default=None, help="the shared data folder (default: $SIMCSE_WEINCE_DATA, ../shared/data)"
     )
+    ap.add_argument(
+        "--match",
+        choices=sorted(MATCHES),
+        default="strict",
+        help="when two sentences are the same (default strict: letters and digits only; case_and_whitespace: the "
+        "key of the stored MLM runs' corpus)",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     data = Path(args.data_dir) if args.data_dir else None
     senteval = data / "senteval" / "downstream" if data else None
-    m = build_corpus(Path(args.out), data, senteval)
+    m = build_corpus(Path(args.out), data, senteval, args.match)
     print(f"{m['sentences']:,} sentences in {Path(args.out) / CORPUS_FILE}; manifest {Path(args.out) / MANIFEST_FILE}")
     for name, c in m["sources"].items():
         print(f"  {name}: {c}")

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from simcse_weince.evaluation.sts_data import normalise_sentence
-from weince_lab.experiments.mlm_corpus import EVALUATION_SPLITS, build_corpus, evaluation_splits, match_key
+from weince_lab.experiments.mlm_corpus import (
+    EVALUATION_SPLITS,
+    build_corpus,
+    case_and_whitespace_key,
+    evaluation_keys,
+    evaluation_splits,
+    match_key,
+)
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +60,48 @@ def test_corpus_sources_counts_and_no_repeats(corpus) -> None:
     assert manifest["sources"]["wikipedia_en_gensim_sample"]["read"] == 17059
     assert json.loads((out / "manifest.json").read_text()) == manifest
     assert set(manifest["excluded_splits"]) == set(EVALUATION_SPLITS)
+
+
+VARIANTS = [  # (a sentence as an evaluation split may hold it, as a training source may hold it)
+    ("a small boy is playing with a dog .", "A small boy is playing with a dog"),  # SICK's copies: case, final period
+    ("it 's a `` great '' film", "It's a \"great\" film."),  # tokenised PTB quotes against plain text
+    ("“Don’t stop,” she said.", "\"Don't stop,\" she said"),  # curly against straight quotes
+    ("The  cat sat -- on the mat!", "the cat sat on the mat"),  # whitespace, dashes, an exclamation mark
+    ("ＡＢＣ news reported 3 deaths", "ABC News reported 3 deaths."),  # full-width letters (NFKC)
+]
+
+
+@pytest.mark.parametrize(("evaluated", "elsewhere"), VARIANTS)
+def test_the_key_ignores_case_whitespace_punctuation_and_quote_style(evaluated: str, elsewhere: str) -> None:
+    assert match_key(evaluated) == match_key(elsewhere)
+    assert case_and_whitespace_key(evaluated) != case_and_whitespace_key(elsewhere)  # the earlier key missed it
+
+
+def test_the_key_keeps_sentences_apart_that_differ_in_a_word_or_a_number() -> None:
+    assert match_key("the man is playing a guitar") != match_key("the man is playing a violin")
+    assert match_key("3 deaths were reported") != match_key("4 deaths were reported")
+    assert match_key("...") == match_key("!") == ""  # punctuation only: one key, as one sentence would be
+
+
+def test_variants_of_real_evaluation_sentences_are_excluded(shared_data: Path) -> None:
+    """Evaluation sentences re-punctuated as another source would write them (final period dropped or added,
+    quotes made curly, case changed) all have a key of the excluded set; most escaped the earlier key."""
+    senteval = shared_data / "senteval" / "downstream"
+    keys, _ = evaluation_keys(senteval)
+    loose, _ = evaluation_keys(senteval, case_and_whitespace_key)
+    sick = [s for s in evaluation_splits(senteval)["SICK test"]() if s.strip()][:200]
+    variants = [s.rstrip(" .") if s.rstrip().endswith(".") else s + "." for s in sick]
+    variants += ["“" + s.upper().replace("'", "’") + "”" for s in sick]
+    assert all(match_key(v) in keys for v in variants)
+    escaped = sum(case_and_whitespace_key(v) not in loose for v in variants)
+    assert escaped > len(variants) / 2
+
+
+def test_the_earlier_key_rebuilds_the_stored_runs_corpus(shared_data: Path, tmp_path: Path) -> None:
+    """``--match case_and_whitespace`` writes the corpus the stored MLM runs trained on (its digest in their
+    results.json); the strict key drops the sentences that came through in another punctuation."""
+    stored = json.loads((REPO / "experiments" / "results" / "mlm_mini" / "results.json").read_text())["corpus"]
+    manifest = build_corpus(tmp_path, shared_data, shared_data / "senteval" / "downstream", "case_and_whitespace")
+    assert (manifest["digest"], manifest["sentences"]) == (stored["digest"], stored["sentences"]) == (
+        "b66eae011566ee371ccf6eb68fbbb4d6", 103_057)  # fmt: skip
+    assert manifest["match_key"] == "case_and_whitespace"
