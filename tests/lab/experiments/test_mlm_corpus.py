@@ -64,8 +64,8 @@ def test_corpus_sources_counts_and_no_repeats(corpus) -> None:
 
 VARIANTS = [  # (a sentence as an evaluation split may hold it, as a training source may hold it)
     ("a small boy is playing with a dog .", "A small boy is playing with a dog"),  # SICK's copies: case, final period
-    ("it 's a `` great '' film", "It's a \"great\" film."),  # tokenised PTB quotes against plain text
-    ("“Don’t stop,” she said.", "\"Don't stop,\" she said"),  # curly against straight quotes
+    ("it 's a `` great '' film", 'It\'s a "great" film.'),  # tokenised PTB quotes against plain text
+    ("“Don’t stop,” she said.", '"Don\'t stop," she said'),  # curly against straight quotes
     ("The  cat sat -- on the mat!", "the cat sat on the mat"),  # whitespace, dashes, an exclamation mark
     ("ＡＢＣ news reported 3 deaths", "ABC News reported 3 deaths."),  # full-width letters (NFKC)
 ]
