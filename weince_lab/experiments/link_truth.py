@@ -36,6 +36,7 @@ from simcse_weince.diagnostics.link import coefficients
 from weince_lab.report import table, write
 from weince_lab.simulation.search import mean_interval as interval
 from weince_lab.simulation.sweep_cells import run_cell
+from weince_lab.simulation.sweep_reports import convergence_section
 from weince_lab.simulation.sweep_settings import resolve
 from weince_lab.simulation.universe import kernel_law
 from weince_lab.simulation.worker_pool import worker_pool
@@ -237,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"truth ({a_true:g}, {b_true:g}): a {'inside' if inside[0] else 'outside'}, b "
                 f"{'inside' if inside[1] else 'outside'}."
             )
+    summary["convergence"], checked = convergence_section(
+        [*val_records.values(), *test_records.values()], ("kernel", "k", "loss", "tau", "seed")
+    )
+    lines += checked
     summary["chosen"] = {f"{kern}/{k}/{arm}": t for (kern, k, arm), t in chosen.items()}
     write(args.out / "output", "\n".join(lines) + "\n", summary, indent=1)
     print(f"wrote {args.out / 'output.md'}")

@@ -18,8 +18,10 @@ k = 1024; no gradient cache is needed at these sizes.
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -97,6 +99,42 @@ class TrainResult:
     lambda_mean: float  # WEINCE's mean λ over the last tenth of the steps (0 for InfoNCE)
     beta_mean: float  # WEINCE's mean β over the last tenth (1 for InfoNCE)
     learned: dict[str, float] = field(default_factory=dict)  # the link losses' (a, b) at the end
+    check: Check | None = None  # the state at the convergence check's step count (``check_steps``), if asked
+
+
+@dataclass
+class Check:
+    """The trained state at ``steps`` of a run continued past its budget (the convergence check), while the run's
+    own objects (the table, the encoder, the loss) are left at the budget: the table's unit rows, the trained
+    parameters' values and the loss's state there."""
+
+    steps: int
+    table: torch.Tensor
+    parameters: list[torch.Tensor]
+    loss_state: dict
+
+
+@contextmanager
+def checked_state(result: TrainResult, parameters: list[torch.Tensor], loss: ContrastiveLoss) -> Iterator[None]:
+    """Within it, ``parameters`` (the trained ones, in the order they were given to the training; none: only the
+    loss) and ``loss`` hold their values at the convergence check (``result.check``), and after it their values at
+    the budget again."""
+    if result.check is None:
+        raise ValueError("the run was not continued to a convergence check (check_steps)")
+    budget = ([p.detach().clone() for p in parameters], copy.deepcopy(loss.state_dict()))
+    _load(parameters, loss, result.check.parameters, result.check.loss_state)
+    try:
+        yield
+    finally:
+        _load(parameters, loss, *budget)
+
+
+def _load(parameters: list[torch.Tensor], loss: ContrastiveLoss, values: list[torch.Tensor], state: dict) -> None:
+    if parameters:
+        with torch.no_grad():
+            for p, v in zip(parameters, values, strict=True):
+                p.copy_(v)
+    loss.load_state_dict(state)
 
 
 def initial_table(items: int, dim: int, seed: int) -> torch.Tensor:
@@ -126,9 +164,17 @@ def _fit(
     cfg: TrainConfig,
     embed: Callable[[], torch.Tensor],
     parameters: list[torch.Tensor],
+    check_steps: int | None = None,
 ) -> TrainResult:
     """The one training loop: ``embed()`` gives the (N, d′) rows of the universe's items (a table, or an encoder of
-    their observations), Adam moves ``parameters``."""
+    their observations), Adam moves ``parameters``.
+
+    With ``check_steps`` > ``cfg.steps`` the same run goes on to ``check_steps`` (constant learning rate, the same
+    streams of pairs and negatives: its first ``cfg.steps`` steps are those of a run of ``cfg.steps``) and keeps its
+    state there in ``result.check``; the parameters and the loss are then put back to their values at ``cfg.steps``,
+    so that everything else read of the run is the budget's, bit for bit.
+    """
+    total = max(cfg.steps, check_steps or 0)
     data = torch.Generator().manual_seed(2 * cfg.seed)
     anchors_all, positives_all = universe.sample_pairs(cfg.pairs, data)
     # a loss's own parameters (the learned links' α, b) in the same Adam at the same rate
@@ -136,7 +182,7 @@ def _fit(
     optimizer = torch.optim.Adam([*parameters, *own], lr=cfg.lr)
     tail = max(1, cfg.steps // 10)
     losses, lams, betas = [], [], []
-    for step in range(cfg.steps):
+    for step in range(total):
         rows = torch.randint(0, cfg.pairs, (cfg.batch,), generator=data)
         anchors = anchors_all[rows]
         negatives = universe.sample_negatives(anchors, cfg.negatives, data)
@@ -145,11 +191,19 @@ def _fit(
         optimizer.zero_grad(set_to_none=True)
         value.backward()
         optimizer.step()
-        if step >= cfg.steps - tail:
+        if cfg.steps - tail <= step < cfg.steps:
             losses.append(value.detach())
             if isinstance(loss, loss_class("weince")) and loss.last_statistics is not None:
                 lams.append(loss.last_statistics.lam.mean())
                 betas.append(loss.last_statistics.beta.mean())
+        if step + 1 == cfg.steps and total > cfg.steps:
+            budget = ([p.detach().clone() for p in parameters], copy.deepcopy(loss.state_dict()))
+    check = None
+    if total > cfg.steps:
+        with torch.no_grad():
+            table = torch.nn.functional.normalize(embed().double(), dim=1)
+        check = Check(total, table, [p.detach().clone() for p in parameters], copy.deepcopy(loss.state_dict()))
+        _load(parameters, loss, *budget)
     with torch.no_grad():
         final = torch.nn.functional.normalize(embed().double(), dim=1)
     return TrainResult(
@@ -158,16 +212,22 @@ def _fit(
         float(torch.stack(lams).mean()) if lams else 0.0,
         float(torch.stack(betas).mean()) if betas else 1.0,
         loss.learned_values(),
+        check,
     )
 
 
 def train_table(
-    universe: Universe, loss: ContrastiveLoss, cfg: TrainConfig, init: torch.Tensor | None = None
+    universe: Universe,
+    loss: ContrastiveLoss,
+    cfg: TrainConfig,
+    init: torch.Tensor | None = None,
+    check_steps: int | None = None,
 ) -> TrainResult:
-    """Train a table on ``cfg.pairs`` pairs from ``universe`` with ``loss``; ``init`` overrides the seeded start."""
+    """Train a table on ``cfg.pairs`` pairs from ``universe`` with ``loss``; ``init`` overrides the seeded start;
+    ``check_steps``: also the table of the same run continued to that many steps (``result.check``)."""
     start = initial_table(universe.size, cfg.dim, cfg.seed) if init is None else init
     table = torch.nn.Parameter(start.detach().float().clone())
-    return _fit(universe, loss, cfg, lambda: table, [table])
+    return _fit(universe, loss, cfg, lambda: table, [table], check_steps)
 
 
 def observations(universe: Universe, width: int, noise: float, seed: int) -> torch.Tensor:
@@ -200,9 +260,15 @@ class Encoder(torch.nn.Module):
 
 
 def train_encoder(
-    universe: Universe, obs: torch.Tensor, loss: ContrastiveLoss, cfg: TrainConfig, hidden: int = 64
+    universe: Universe,
+    obs: torch.Tensor,
+    loss: ContrastiveLoss,
+    cfg: TrainConfig,
+    hidden: int = 64,
+    check_steps: int | None = None,
 ) -> tuple[Encoder, TrainResult]:
     """Train an :class:`Encoder` of the items' observations ``obs`` (N, width) on pairs from ``universe``; the
-    seeded initial weights are shared by every loss at one seed. The result's table is the encoded universe."""
+    seeded initial weights are shared by every loss at one seed. The result's table is the encoded universe;
+    ``check_steps`` as for :func:`train_table` (:func:`checked_state` puts the encoder at the check)."""
     encoder = Encoder(obs.shape[1], hidden, cfg.dim, cfg.seed)
-    return encoder, _fit(universe, loss, cfg, lambda: encoder(obs), list(encoder.parameters()))
+    return encoder, _fit(universe, loss, cfg, lambda: encoder(obs), list(encoder.parameters()), check_steps)

@@ -17,13 +17,21 @@ existed, and Whiteley's literal ones under ``"literal"``.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from weince_lab.simulation.learning import TrainConfig, build_loss, observations, train_encoder, train_table
+from weince_lab.simulation.learning import (
+    TrainConfig,
+    build_loss,
+    checked_state,
+    observations,
+    train_encoder,
+    train_table,
+)
 from weince_lab.simulation.search import (
     first_order_parts,
     geometry,
@@ -42,6 +50,10 @@ from weince_lab.simulation.universe import Universe, kernel_law, make_universe
 
 RECALL_K = 10
 RANKING_FIELDS: tuple[str, ...] = ("top1", "recall10", "best_link_gap", "link")
+# The convergence check of a training cell: the same run continued to CHECK_FACTOR × its steps; the cell counts as
+# converged when its universe KL moved by at most KL_TOLERANCE nats between the two.
+CHECK_FACTOR = 1.5
+KL_TOLERANCE = 0.005
 LINK_FIELDS: tuple[str, ...] = ("a", "a_ci", "b", "b_ci", "heldout_gain", "heldout_gain_ci")
 PROPOSITION_FIELDS: tuple[str, ...] = (
     "cross_entropy", "first_order_constant", "first_order_parts", "rows", "slope", "tail_slope", "sign_changes",
@@ -77,14 +89,14 @@ def cell_key(cell: dict) -> str:
 
 def is_complete(sweep: str, record: dict) -> bool:
     """Whether a stored record holds every figure its sweep now computes (the ranking and best-link fields of a
-    training cell, of an encoder cell's held-out items, of each variant a proposition cell lists); a record made
-    before them runs again."""
+    training cell, of an encoder cell's held-out items, and the convergence check of either; of each variant a
+    proposition cell lists); a record made before them runs again."""
     if sweep == "proposition":  # made before the variants: not done
         variants = record["cell"].get("variants", [])
         parts = [record if v == "excluded" else record.get(v, {}) for v in variants]
         return bool(variants) and all(name in part for part in parts for name in PROPOSITION_FIELDS)
     part = record.get("heldout", {}) if sweep == "encoder" else record
-    return all(name in part for name in RANKING_FIELDS)
+    return "convergence" in record and all(name in part for name in RANKING_FIELDS)
 
 
 def universe_of(settings: SweepSettings, kernel: str, seed: int) -> Universe:
@@ -165,17 +177,38 @@ def _train_config(settings: SweepSettings, cell: dict) -> TrainConfig:
     )
 
 
+def check_steps(steps: int) -> int:
+    """The step count of a cell's convergence check: ⌈CHECK_FACTOR × steps⌉."""
+    return math.ceil(CHECK_FACTOR * steps)
+
+
+def convergence(steps: int, gap: float, check: int, check_gap: float) -> dict:
+    """A cell's convergence check: its universe KL at its ``steps`` and at ``check`` steps of the same run, how
+    far it moved, and whether by at most :data:`KL_TOLERANCE` nats (``converged``)."""
+    moved = check_gap - gap
+    return {
+        "steps": steps, "universe_gap": gap, "check_steps": check, "check_universe_gap": check_gap, "moved": moved,
+        "tolerance": KL_TOLERANCE, "converged": bool(abs(moved) <= KL_TOLERANCE),
+    }  # fmt: skip
+
+
 def training_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dict:
-    """A table trained with the cell's loss, k, τ and training-set size, and its metrics against the truth."""
+    """A table trained with the cell's loss, k, τ and training-set size, and its metrics against the truth, with
+    its convergence check (the universe KL of the same run at :func:`check_steps`)."""
     loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
-    result = train_table(universe, loss, _train_config(settings, cell))
+    later = check_steps(settings.steps)
+    result = train_table(universe, loss, _train_config(settings, cell), check_steps=later)
     table = result.table
+    with checked_state(result, [], loss):  # the loss's own parameters (a learned link) at the check
+        check_gap = universe_gap(universe, result.check.table, loss)
     gaps = {}
     for size in settings.eval_sizes:
         generator = torch.Generator().manual_seed(cell["seed"] * 1_000_003 + size)  # same problems for every loss
         gaps[str(size)] = search_gap(universe, table, loss, size, settings.eval_sets, generator).to_dict()
+    gap = universe_gap(universe, table, loss)
     return {
-        "universe_gap": universe_gap(universe, table, loss),
+        "universe_gap": gap,
+        "convergence": convergence(settings.steps, gap, later, check_gap),
         "search_gap": gaps,
         **ranking_and_link(settings, cell, universe, table),
         **geometry(universe, table),
@@ -212,22 +245,38 @@ def encoder_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dic
     obs = observations(universe, settings.obs_width, settings.noise, cell["seed"])
     loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
     train_part, heldout_part = universe.subset(seen), universe.subset(held)
-    encoder, result = train_encoder(train_part, obs[seen], loss, _train_config(settings, cell), settings.hidden)
-    with torch.no_grad():
-        heldout_table = torch.nn.functional.normalize(encoder(obs[held]).double(), dim=1)
+    later = check_steps(settings.steps)
+    cfg = _train_config(settings, cell)
+    encoder, result = train_encoder(train_part, obs[seen], loss, cfg, settings.hidden, check_steps=later)
+
+    def heldout_table() -> torch.Tensor:
+        with torch.no_grad():
+            return torch.nn.functional.normalize(encoder(obs[held]).double(), dim=1)
+
+    with checked_state(result, list(encoder.parameters()), loss):
+        check_gaps = (
+            universe_gap(train_part, result.check.table, loss),
+            universe_gap(heldout_part, heldout_table(), loss),
+        )
+    heldout = heldout_table()
     size = max(settings.eval_sizes)
     generator = torch.Generator().manual_seed(cell["seed"] * 1_000_003 + size)
+    gaps = (universe_gap(train_part, result.table, loss), universe_gap(heldout_part, heldout, loss))
     return {
+        "convergence": {
+            "train": convergence(settings.steps, gaps[0], later, check_gaps[0]),
+            "heldout": convergence(settings.steps, gaps[1], later, check_gaps[1]),
+        },
         "train": {
-            "universe_gap": universe_gap(train_part, result.table, loss),
+            "universe_gap": gaps[0],
             "top1": top1_agreement(train_part, result.table),
             "recall10": recall_at(train_part, result.table, RECALL_K),
         },
         "heldout": {
-            "universe_gap": universe_gap(heldout_part, heldout_table, loss),
-            **ranking_and_link(settings, cell, heldout_part, heldout_table),
-            "search_gap": search_gap(heldout_part, heldout_table, loss, size, settings.eval_sets, generator).to_dict(),
-            **geometry(heldout_part, heldout_table),
+            "universe_gap": gaps[1],
+            **ranking_and_link(settings, cell, heldout_part, heldout),
+            "search_gap": search_gap(heldout_part, heldout, loss, size, settings.eval_sets, generator).to_dict(),
+            **geometry(heldout_part, heldout),
         },
         "lambda_mean": result.lambda_mean,
         "final_loss": result.final_loss,

@@ -351,6 +351,61 @@ _SHORTFALL_COLUMNS = (
 )  # fmt: skip
 
 
+def convergence_section(records: list[dict], fields: Sequence[str]) -> tuple[dict, list[str]]:
+    """What a sweep's cells show of their convergence (:func:`~weince_lab.simulation.sweep_cells.convergence`): the
+    summary and the report's lines. ``fields`` are the cell's fields holding ``cell`` keys that name an arm. Cells
+    stored before the check carry none: the section then says they are not checked.
+
+    Each check is one run continued to 1.5× its steps; a cell is converged when its universe KL moved by at most
+    the tolerance. The arms with an unconverged cell are tabled (their cells, how many converged, the mean and the
+    largest move), so that no ranking is read off them unmarked.
+    """
+    checks_of = [(r, c) for r in records for c in _checks(r)]
+    if not checks_of:
+        words = (
+            "**Convergence: not checked.** These cells were trained before the check existed (each cell's run "
+            "continued to 1.5× its steps, its universe KL compared); cells trained now carry it. Nothing ranked here "
+            "is shown converged."
+        )
+        return {"checked": False}, ["", words]
+    first = checks_of[0][1]
+    converged = sum(c["converged"] for _, c in checks_of)
+    summary = {"checked": True, "checks": len(checks_of), "converged": converged, "tolerance": first["tolerance"],
+               "steps": first["steps"], "check_steps": first["check_steps"]}  # fmt: skip
+    lines = [
+        "",
+        f"**Convergence** (universe KL at {first['steps']:,} and at {first['check_steps']:,} steps of the same run; "
+        f"converged when it moved by at most {first['tolerance']:g} nats): {converged} of {len(checks_of)} checks "
+        + ("passed." if converged == len(checks_of) else "passed; the arms with a cell that did not:"),
+    ]
+    groups: dict[tuple, list[dict]] = {}
+    for record, check in checks_of:
+        arm = (*(record["cell"].get(f) for f in fields if f != "seed"), check.get("part", ""))
+        groups.setdefault(arm, []).append(check)
+    rows = []
+    for arm, group in groups.items():
+        if all(c["converged"] for c in group):
+            continue
+        moved = [c["moved"] for c in group]
+        rows.append([*(str(v) for v in arm if v != ""), f"{sum(c['converged'] for c in group)}/{len(group)}",
+                     f"{np.mean(moved):+.4f}", f"{max(moved, key=abs):+.4f}"])  # fmt: skip
+    if rows:
+        names = [f for f in fields if f != "seed"] + (["part"] if checks_of[0][1].get("part") else [])
+        lines += ["", *table([*names, "converged", "mean move", "largest move"], rows)]
+    summary["unconverged_arms"] = len(rows)
+    return summary, lines
+
+
+def _checks(record: dict) -> list[dict]:
+    """A cell's convergence checks: one for a table; the trained and the held-out items' for an encoder."""
+    found = record.get("convergence")
+    if found is None:
+        return []
+    if "converged" in found:
+        return [found]
+    return [{**c, "part": part} for part, c in found.items()]
+
+
 def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict, str]:
     """The summary (JSON) and the Markdown tables of a negatives sweep."""
     s = settings.to_dict()
@@ -418,8 +473,9 @@ def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict
     truth = [f"{kernel}: (a*, b*) = {kernel_law(kernel, s['kappa'], s['beta'], s['blend_lambda']).coefficients}"
              for kernel in s["kernels"]]  # fmt: skip
     lines += ["", "True coefficients of the kernels' links: " + "; ".join(truth)]
+    summary["convergence"], checked = convergence_section(records, ("kernel", "loss", "k", "seed"))
     summary["true_vector_statistics"], more = true_vector_statistics(settings)
-    return summary, "\n".join(lines + more) + "\n"
+    return summary, "\n".join(lines + checked + more) + "\n"
 
 
 def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[dict, str]:
@@ -476,8 +532,9 @@ def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[di
         *table(["kernel", "difference", "τ", "n", *PAIRED_HEADER], paired),
         *disagreement_lines(found),
     ]  # fmt: skip
+    summary["convergence"], checked = convergence_section(records, ("kernel", "loss", "tau", "pairs", "seed"))
     summary["true_vector_statistics"], more = true_vector_statistics(settings)
-    return summary, "\n".join(lines + more) + "\n"
+    return summary, "\n".join(lines + checked + more) + "\n"
 
 
 def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, str]:
@@ -526,7 +583,8 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
               f"problems 1000003s + m. Every loss at one seed shares them (paired). {shared_draws(s['seeds'])} "
               "The vmf oracle (λ* = 0 fixed, τ* = 1/κ) is InfoNCE at τ = 1/κ: where the sweep's τ is 1/κ the two "
               "arms are the same loss and every difference is 0 by construction."]  # fmt: skip
-    return summary, "\n".join(lines) + "\n"
+    summary["convergence"], checked = convergence_section(records, ("kernel", "loss", "seed"))
+    return summary, "\n".join(lines + checked) + "\n"
 
 
 def encoder_generator_seeds(seed: int, size: int) -> dict[str, int]:

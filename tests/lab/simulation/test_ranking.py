@@ -161,7 +161,7 @@ def test_disagreement_is_said_only_when_both_intervals_exclude_zero_and_point_op
 def test_a_record_without_the_ranking_fields_is_not_done_and_its_line_is_dropped(tmp_path: Path) -> None:
     settings = resolve("temperature", {"kernels": ["vmf"], "losses": ["infonce"], "seeds": [0]}, quick=True)
     first, second = cells(settings)[:2]
-    current = {"cell": first, "universe_gap": 1.0, **dict.fromkeys(RANKING_FIELDS, 0.5)}
+    current = {"cell": first, "universe_gap": 1.0, **dict.fromkeys(RANKING_FIELDS, 0.5), "convergence": {}}
     outdated = {"cell": second, "universe_gap": 1.0, "top1": 0.5}  # stored before recall10 and best-link KL
     assert is_complete("temperature", current) and not is_complete("temperature", outdated)
     assert not is_complete("encoder", {"heldout": {"top1": 0.5}})
