@@ -52,12 +52,14 @@ def test_a_sweep_report_regenerates_from_its_cells(settings_file: Path, monkeypa
     assert text == stored
 
 
-def test_the_reports_read_the_cells_in_seed_order() -> None:
-    """A sweep's cells are stored in the order they finished; the report is the same for any order."""
-    settings_file = RESULTS / "ground_truth" / "proposition.settings.json"
+@pytest.mark.parametrize("sweep", ["proposition", "encoder"])
+def test_the_reports_read_the_cells_in_seed_order(sweep: str) -> None:
+    """A sweep's cells are stored in the order they finished; the report (its convergence table included) is the
+    same for any order."""
+    settings_file = RESULTS / "ground_truth" / f"{sweep}.settings.json"
     settings = SweepSettings(**json.loads(settings_file.read_text(encoding="utf-8")))
-    records = read_cells(settings_file.with_name("proposition.cells.jsonl"))
-    assert REPORTS["proposition"](settings, records)[1] == REPORTS["proposition"](settings, records[::-1])[1]
+    records = read_cells(settings_file.with_name(f"{sweep}.cells.jsonl"))
+    assert REPORTS[sweep](settings, records)[1] == REPORTS[sweep](settings, records[::-1])[1]
 
 
 def test_the_decision_rule_report_regenerates() -> None:

@@ -26,7 +26,7 @@ from weince_lab.simulation.search import (
     shortfall_statistics,
     trivial_bounds,
 )
-from weince_lab.simulation.sweep_cells import universe_of
+from weince_lab.simulation.sweep_cells import cell_key, cells, universe_of
 from weince_lab.simulation.sweep_settings import VARIANTS, SweepSettings
 from weince_lab.simulation.universe import kernel_law
 
@@ -396,6 +396,12 @@ def convergence_section(records: list[dict], fields: Sequence[str]) -> tuple[dic
     return summary, lines
 
 
+def in_sweep_order(settings: SweepSettings, records: list[dict]) -> list[dict]:
+    """``records`` in the order of the sweep's cells (the store holds them in the order they finished)."""
+    rank = {cell_key(c): i for i, c in enumerate(cells(settings))}
+    return sorted(records, key=lambda r: rank.get(cell_key(r["cell"]), len(rank)))
+
+
 def _checks(record: dict) -> list[dict]:
     """A cell's convergence checks: one for a table; the trained and the held-out items' for an encoder."""
     found = record.get("convergence")
@@ -473,7 +479,8 @@ def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict
     truth = [f"{kernel}: (a*, b*) = {kernel_law(kernel, s['kappa'], s['beta'], s['blend_lambda']).coefficients}"
              for kernel in s["kernels"]]  # fmt: skip
     lines += ["", "True coefficients of the kernels' links: " + "; ".join(truth)]
-    summary["convergence"], checked = convergence_section(records, ("kernel", "loss", "k", "seed"))
+    ordered = in_sweep_order(settings, records)
+    summary["convergence"], checked = convergence_section(ordered, ("kernel", "loss", "k", "seed"))
     summary["true_vector_statistics"], more = true_vector_statistics(settings)
     return summary, "\n".join(lines + checked + more) + "\n"
 
@@ -532,7 +539,8 @@ def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[di
         *table(["kernel", "difference", "τ", "n", *PAIRED_HEADER], paired),
         *disagreement_lines(found),
     ]  # fmt: skip
-    summary["convergence"], checked = convergence_section(records, ("kernel", "loss", "tau", "pairs", "seed"))
+    ordered = in_sweep_order(settings, records)
+    summary["convergence"], checked = convergence_section(ordered, ("kernel", "loss", "tau", "pairs", "seed"))
     summary["true_vector_statistics"], more = true_vector_statistics(settings)
     return summary, "\n".join(lines + checked + more) + "\n"
 
@@ -583,7 +591,7 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
               f"problems 1000003s + m. Every loss at one seed shares them (paired). {shared_draws(s['seeds'])} "
               "The vmf oracle (λ* = 0 fixed, τ* = 1/κ) is InfoNCE at τ = 1/κ: where the sweep's τ is 1/κ the two "
               "arms are the same loss and every difference is 0 by construction."]  # fmt: skip
-    summary["convergence"], checked = convergence_section(records, ("kernel", "loss", "seed"))
+    summary["convergence"], checked = convergence_section(in_sweep_order(settings, records), ("kernel", "loss", "seed"))
     return summary, "\n".join(lines + checked) + "\n"
 
 
