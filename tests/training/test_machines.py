@@ -123,7 +123,7 @@ def test_machines_started_with_other_settings_are_refused(tiny: Path, wiki_sampl
     assert not (tmp_path / "out" / "results.json").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.timeout(300)
 def test_machines_running_other_code_are_refused(tiny: Path, wiki_sample: Path, tmp_path: Path) -> None:
     """Machine 1 runs a copy of the package one comment apart (an older install, an edited checkout): refused in one
@@ -226,7 +226,7 @@ def test_a_stopped_run_on_two_machines_keeps_its_checkpoints_and_resumes(
     assert json.loads((out / "results.json").read_text())["steps"] == 150
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.timeout(300)
 def test_a_silent_machine_is_found_at_the_collective_timeout(tiny: Path, wiki_sample: Path, tmp_path: Path) -> None:
     """Machine 1 stopped (SIGSTOP of its every process: a hung node that keeps its connections open): machine 0 stops
@@ -352,7 +352,7 @@ def test_two_machines_push_to_the_hub_once(tiny: Path, wiki_sample: Path, tmp_pa
     assert card == (tmp_path / "out" / "model" / "README.md").read_text() and "me/two-machines" in card
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.timeout(300)
 def test_two_machines_without_hub_access_stop_alike(
     tiny: Path, wiki_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
