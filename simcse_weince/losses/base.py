@@ -63,10 +63,9 @@ class ContrastiveLoss(nn.Module):
         gather_across_devices: score local anchors against the candidates of all processes.
         hard_negative_weight: SimCSE's w, a finite number (0, SimCSE's default, adds nothing); it acts only
             when ``negatives`` are given, and must be 0 for ``"ntxent"``.
-        terms: the WEINCE authors' extra top-M terms (a :class:`~simcse_weince.losses.topm.TopMConfig` or its fields
-            as a mapping; ``topm=`` is the same): a loss built with one whose weights are not all 0 is
-            ``WithTopMTerms(loss, config)`` (:class:`~simcse_weince.losses.topm.WithTopMTerms`, which works around
-            any loss); ``None`` or zero weights (the default) add nothing.
+
+    The WEINCE authors' extra top-M terms wrap any loss explicitly: ``WithTopMTerms(loss, TopMConfig(...))``, or
+    :func:`with_terms`, which wraps only when a weight is > 0.
     """
 
     name: ClassVar[str] = ""
@@ -74,26 +73,13 @@ class ContrastiveLoss(nn.Module):
     Config: ClassVar[type]
     diagnostic_keys: ClassVar[tuple[str, ...]] = ()
 
-    def __new__(cls, *args: Any, terms: Any = None, topm: Any = None, **kwargs: Any) -> ContrastiveLoss:
-        """``cls(..., terms=TopMConfig(...))`` is ``WithTopMTerms(cls(...), TopMConfig(...))`` (the keyword of
-        the README's snippets)."""
-        config = topm if topm is not None else terms
-        if isinstance(config, Mapping):  # as get_config_dict writes it
-            config = TopMConfig(**config)
-        if config is None or not config.active:
-            return super().__new__(cls)
-        return WithTopMTerms(cls(*args, **kwargs), config)
-
     def __init__(
         self,
         temperature: float = 0.05,
         layout: Layout = "simcse",
         gather_across_devices: bool = False,
         hard_negative_weight: float = 0.0,
-        terms: Any = None,
-        topm: Any = None,
     ) -> None:
-        # terms / topm were taken by __new__ (no weight > 0 when this runs)
         super().__init__()
         checks.positive("temperature", temperature)
         validate_layout(layout)
@@ -211,6 +197,15 @@ class ContrastiveLoss(nn.Module):
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.get_config_dict().items())
+
+
+def with_terms(loss: ContrastiveLoss, terms: TopMConfig | Mapping[str, Any] | None) -> ContrastiveLoss:
+    """``loss`` with the top-M terms ``terms`` (a :class:`TopMConfig` or its fields as a mapping, as
+    :meth:`WithTopMTerms.get_config_dict` writes them under ``topm``) when one of their weights is > 0; ``loss``
+    itself otherwise."""
+    if isinstance(terms, Mapping):
+        terms = TopMConfig(**terms)
+    return WithTopMTerms(loss, terms) if terms is not None and terms.active else loss
 
 
 class WithTopMTerms(ContrastiveLoss):

@@ -118,6 +118,11 @@ class ScoreMatrix:
         return self.self_mask | self.user_mask
 
     @property
+    def negatives(self) -> torch.Tensor:
+        """(A, C) bool: each anchor's negatives, every candidate but its positive and the excluded entries."""
+        return ~(self.excluded | self.positive_mask)
+
+    @property
     def positive_mask(self) -> torch.Tensor:
         """(A, C) bool: one True per row, at the positive."""
         mask = torch.zeros_like(self.self_mask)
@@ -332,7 +337,13 @@ def masked_cross_entropy(logits: torch.Tensor, lay: ScoreMatrix, hard_negative_w
             (``lay.hard_negative_mask``, supervised layout) after any blend; 0 (SimCSE's default) adds
             nothing and leaves the logits bit-for-bit unchanged.
     """
-    if hard_negative_weight and lay.hard_negative_mask is not None:
-        logits = logits + hard_negative_weight * lay.hard_negative_mask.to(logits.dtype)
-    logits = logits.masked_fill(lay.excluded, float("-inf"))
+    logits = weighted_hard_negatives(logits, lay, hard_negative_weight).masked_fill(lay.excluded, float("-inf"))
     return F.cross_entropy(logits, lay.positive_index)
+
+
+def weighted_hard_negatives(logits: torch.Tensor, lay: ScoreMatrix, hard_negative_weight: float) -> torch.Tensor:
+    """``logits + w·h``: SimCSE's ``hard_negative_weight`` w on each anchor's own hard negative(s)
+    (``lay.hard_negative_mask``); ``logits`` itself (the same tensor) when w = 0 or the layout has none."""
+    if hard_negative_weight and lay.hard_negative_mask is not None:
+        return logits + hard_negative_weight * lay.hard_negative_mask.to(logits.dtype)
+    return logits

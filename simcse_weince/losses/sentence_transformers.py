@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from simcse_weince.losses import LOSSES, ContrastiveLoss, loss_class
+from simcse_weince.losses import LOSSES, ContrastiveLoss, make_loss
 from simcse_weince.losses.duplicates import sentence_keys, supervised_duplicate_mask
 
 
@@ -38,12 +38,13 @@ class SentenceTransformerContrastiveLoss(nn.Module):
     Args:
         model: the ``SentenceTransformer`` being trained.
         loss: the embedding-level loss module, or the name of a registered loss
-            (:data:`~simcse_weince.losses.LOSSES`: ``"weince"``, the default, or ``"infonce"``) built with
-            ``loss_kwargs``.
+            (:data:`~simcse_weince.losses.LOSSES`: ``"weince"``, the default, ``"infonce"``,
+            ``"hardness_infonce"``, ...) built with ``loss_kwargs``.
         mask_duplicates: a candidate (in any column) that is the anchor's sentence or its positive's
             sentence is not a negative of that anchor
             (:func:`~simcse_weince.losses.duplicates.supervised_duplicate_mask`).
-        **loss_kwargs: arguments of the named loss's class (``loss`` a name).
+        **loss_kwargs: arguments of the named loss's class (``loss`` a name), and ``topm=TopMConfig(...)`` for the
+            top-M terms (:func:`~simcse_weince.losses.make_loss`).
 
     Raises:
         ValueError: if the data set has fewer than two text columns.
@@ -64,7 +65,7 @@ class SentenceTransformerContrastiveLoss(nn.Module):
         if isinstance(loss, nn.Module) and loss_kwargs:
             raise ValueError(f"pass either a loss module or its keyword arguments, not both: {loss_kwargs}")
         self.model = model
-        self.loss = loss if isinstance(loss, nn.Module) else loss_class(loss or "weince")(**loss_kwargs)
+        self.loss = loss if isinstance(loss, nn.Module) else make_loss(loss or "weince", **loss_kwargs)
         if self.loss.layout != "simcse":
             raise ValueError(f"the sentence-transformers adapter needs layout='simcse', got {self.loss.layout!r}")
         self.mask_duplicates = mask_duplicates

@@ -16,7 +16,6 @@ from simcse_weince.losses.distributed import all_gather_no_grad
 from simcse_weince.losses.layout import Layout, ScoreMatrix, masked_cross_entropy
 from simcse_weince.losses.logits import weince_logits
 from simcse_weince.losses.stats import AnchorStatistics, anchor_statistics
-from simcse_weince.losses.topm import TopMConfig
 
 __all__ = ["BETA_MODES", "WeinceConfig", "WeinceLoss", "diagnostics"]
 
@@ -191,7 +190,6 @@ class WeinceLoss(ContrastiveLoss):
         hard_negative_weight: SimCSE's w on each anchor's own hard negatives (supervised layout), a finite
             number; 0 (default, SimCSE's recipe) adds nothing. Must be 0 for ``"ntxent"``.
         beta_clamp: ``(beta_min, beta_max)``, the pair under one name (as in :meth:`get_config_dict`).
-        terms: the authors' extra top-M terms (:class:`~simcse_weince.losses.topm.TopMConfig`), off by default.
         **knobs: any :class:`WeinceConfig` field (``beta_mode``, ``q``, ``kappa_rho``, ...), overriding
             ``config``'s value.
 
@@ -225,11 +223,8 @@ class WeinceLoss(ContrastiveLoss):
         gather_across_devices: bool = False,
         hard_negative_weight: float = 0.0,
         beta_clamp: tuple[float, float] | None = None,
-        terms: TopMConfig | dict[str, Any] | None = None,
-        topm: TopMConfig | dict[str, Any] | None = None,
         **knobs: Any,
     ) -> None:
-        # terms / topm were taken by ContrastiveLoss.__new__ (a loss with an active one is WithTopMTerms)
         if temperature is not None:
             knobs["temperature"] = temperature
         if beta_clamp is not None:

@@ -32,10 +32,24 @@ LossName = Literal[tuple(LOSSES)]  # type: ignore[valid-type]  # the registry's 
 Precision = Literal["auto", "fp32", "fp16", "bf16"]
 
 
+def shared_defaults() -> dict[str, dict[str, Any]]:
+    """The knobs that several registered losses declare with different defaults: ``{knob: {loss name: its
+    default}}`` (``temperature``: WEINCE's 0.05, the sigmoid loss's 0.1, ...)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for name, cls in LOSSES.items():
+        for f in fields(cls.Config):
+            seen.setdefault(f.name, {})[name] = f.default
+    return {knob: by_loss for knob, by_loss in seen.items() if len(set(map(repr, by_loss.values()))) > 1}
+
+
 class _LossArgumentsMethods:
     """The behaviour of :data:`LossArguments`; its fields are generated from the registered losses' configs."""
 
     def __post_init__(self) -> None:
+        check_choice("loss", self.loss, LossName)
+        for name, by_loss in shared_defaults().items():  # a shared knob left unset: the chosen loss's default
+            if getattr(self, name) is None:
+                setattr(self, name, by_loss.get(self.loss, next(iter(by_loss.values()))))
         for f in fields(self):
             if get_origin(f.type) is Literal:  # loss, beta_mode: also for values that come from a YAML file
                 check_choice(f.name, getattr(self, f.name), f.type)
@@ -75,16 +89,28 @@ class _LossArgumentsMethods:
 def _loss_argument_fields() -> list[tuple[str, Any, Any]]:
     """``loss``, then every field of the registered losses' configs and of :class:`TopMConfig` (its real type,
     default and help text; the range checks stay in those configs; a field two losses share, such as
-    ``temperature``, once), then the switches that are not loss knobs."""
+    ``temperature``, once), then the switches that are not loss knobs.
+
+    A shared field must have one type in every config; its default may differ (a loss declares its own, as the
+    sigmoid loss its τ = 0.1): the argument's default is then ``None``, read as the chosen loss's default
+    (:func:`shared_defaults`, resolved when the arguments are made)."""
     knobs: dict[str, tuple[str, Any, Any]] = {}
+    per_loss = shared_defaults()
     for config in loss_configs():
         hints = get_type_hints(config)  # real types, so that HfArgumentParser sees Literal / int | None
         for f in fields(config):
             if f.name in knobs:  # one setting of two losses: it must mean the same in both
-                if knobs[f.name][2].default != f.default or knobs[f.name][1] != hints[f.name]:
+                if knobs[f.name][1] != hints[f.name] and knobs[f.name][1] != hints[f.name] | None:
                     raise TypeError(f"{config.__name__}.{f.name} differs from another loss's field of that name")
                 continue
-            knobs[f.name] = (f.name, hints[f.name], field(default=f.default, metadata={"help": f.metadata["help"]}))
+            if f.name in per_loss:
+                values = list(per_loss[f.name].values())
+                usual = max(values, key=values.count)
+                others = "".join(f", {name} {v}" for name, v in per_loss[f.name].items() if v != usual)
+                help_text = f"{f.metadata['help']} Default: the loss's own ({usual}{others})."
+                knobs[f.name] = (f.name, hints[f.name] | None, field(default=None, metadata={"help": help_text}))
+            else:
+                knobs[f.name] = (f.name, hints[f.name], field(default=f.default, metadata={"help": f.metadata["help"]}))
     names = " | ".join(f"{name} ({cls.display_name})" for name, cls in LOSSES.items())
     return [
         ("loss", LossName, field(default="weince", metadata={"help": f"The contrastive loss: {names}."})),

@@ -188,3 +188,113 @@ def reference_weince(
         "rho0": rho0,
         "loss": float(np.mean(losses)),
     }
+
+
+# ---- the field's losses -------------------------------------------------------------------------------------
+def reference_candidates(a, p, layout: str, negatives=None, mask=None, absent=None):
+    """Per anchor, by loops: ``(positive score, [(score, kind) for each negative left])``, ``kind`` one of
+    ``"in_batch"`` (another row's positive or hard negative, or another view), ``"own_hard"`` (the anchor's own hard
+    negative). NT-Xent: views ``[a; p]``, the positive of view i is i ± N. SimCSE: candidates
+    ``[p_1..p_B | n_{1,1}..n_{B,1} | ...]``; an absent hard negative is no one's candidate, ``mask[i][col]`` drops one.
+    """
+    a, p = np.asarray(a, np.float64), np.asarray(p, np.float64)
+    if layout == "ntxent":
+        views, n = np.concatenate([a, p]), len(a)
+        rows = []
+        for i in range(2 * n):
+            pos = (i + n) % (2 * n)
+            kept = [j for j in range(2 * n) if j not in (i, pos) and not (mask is not None and mask[i][j])]
+            rows.append((_cos(views[i], views[pos]), [(_cos(views[i], views[j]), "in_batch") for j in kept]))
+        return rows
+    b = len(a)
+    cands, present, owner = list(p), [True] * b, list(range(b))
+    for c, column in enumerate(np.asarray(negatives, np.float64) if negatives is not None else []):
+        cands += list(column)
+        present += [absent is None or not bool(absent[c][j]) for j in range(b)]
+        owner += list(range(b))
+    rows = []
+    for i in range(b):
+        negs = []
+        for col in range(len(cands)):
+            if col == i or not present[col] or (mask is not None and mask[i][col]):
+                continue
+            negs.append((_cos(a[i], cands[col]), "own_hard" if col >= b and owner[col] == i else "in_batch"))
+        rows.append((_cos(a[i], p[i]), negs))
+    return rows
+
+
+def _lse(values: list[float]) -> float:
+    m = max(values)
+    return m + math.log(sum(math.exp(v - m) for v in values))
+
+
+def reference_hardness_infonce(rows, tau: float, mode: str, alpha: float, w: float = 0.0) -> float:
+    """sentence-transformers' hardness weighting: ``α·s`` on the logits of the mode's negatives (in_batch_negatives:
+    the in-batch ones; hard_negatives: the own hard ones; all_negatives: every one), then cross-entropy."""
+    weighted = {"in_batch_negatives": {"in_batch"}, "hard_negatives": {"own_hard"},
+                "all_negatives": {"in_batch", "own_hard"}}[mode]  # fmt: skip
+    losses = []
+    for pos, negs in rows:
+        logits = [s / tau + (alpha * s if kind in weighted else 0.0) + (w if kind == "own_hard" else 0.0)
+                  for s, kind in negs]  # fmt: skip
+        losses.append(_lse([pos / tau, *logits]) - pos / tau)
+    return float(np.mean(losses))
+
+
+def reference_hcl(rows, tau: float, beta: float, tau_plus: float, w: float = 0.0) -> tuple[float, int]:
+    """HCL as the authors' ``criterion`` (joshr17/HCL ``image/main.py``) states it, per anchor, in plain
+    exponentials: ``imp = neg^β``, ``reweight = Σ imp·neg / mean(imp)``, ``Ng = (−τ⁺·N·pos + reweight)/(1 − τ⁺)``
+    floored at ``N·e^{−1/τ}``, loss ``−log(pos/(pos + Ng))``. Also returns how many anchors sat at the floor."""
+    losses, floored = [], 0
+    for pos_s, negs in rows:
+        if not negs:
+            losses.append(0.0)
+            continue
+        pos = math.exp(pos_s / tau)
+        neg = [math.exp(s / tau + (w if kind == "own_hard" else 0.0)) for s, kind in negs]
+        n = len(neg)
+        imp = [math.exp(beta * math.log(x)) for x in neg]
+        reweight = sum(i * x for i, x in zip(imp, neg, strict=True)) / (sum(imp) / n)
+        ng = (-tau_plus * n * pos + reweight) / (1 - tau_plus)
+        floor = n * math.exp(-1 / tau)
+        floored += ng < floor
+        losses.append(-math.log(pos / (pos + max(ng, floor))))
+    return float(np.mean(losses)), floored
+
+
+def reference_dcl(rows, tau: float, sigma: float | None, w: float = 0.0) -> float:
+    """DCL: ``−ω_i·s_ii/τ + log Σ_negatives e^{s_ij/τ}``; DCLW's ``ω_i = 2 − n·e^{s_ii/σ}/Σ_k e^{s_kk/σ}``."""
+    pos = [r[0] for r in rows]
+    weights = [1.0] * len(rows)
+    if sigma is not None:
+        total = sum(math.exp(s / sigma) for s in pos)
+        weights = [2 - len(rows) * math.exp(s / sigma) / total for s in pos]
+    losses = []
+    for (s_pos, negs), omega in zip(rows, weights, strict=True):
+        logits = [s / tau + (w if kind == "own_hard" else 0.0) for s, kind in negs]
+        losses.append(_lse(logits) - omega * s_pos / tau if logits else 0.0)
+    return float(np.mean(losses))
+
+
+def reference_focal_infonce(rows, tau: float, m: float, w: float = 0.0) -> float:
+    """Focal-InfoNCE (the authors' ``sp_logits``): the positive's logit ``s²/τ``, a negative's ``(s + m)·s/τ``."""
+    losses = []
+    for pos, negs in rows:
+        logits = [(s + m) * s / tau + (w if kind == "own_hard" else 0.0) for s, kind in negs]
+        losses.append(_lse([pos * pos / tau, *logits]) - pos * pos / tau)
+    return float(np.mean(losses))
+
+
+def reference_sigmoid(rows, t: float, b: float, w: float = 0.0) -> float:
+    """SigLIP: ``Σ_j log(1 + e^{−y_ij (t·s_ij + b)})`` per anchor, y = +1 at the positive and −1 elsewhere, averaged
+    over the anchors."""
+
+    def softplus(x: float) -> float:
+        return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+    losses = []
+    for pos, negs in rows:
+        total = softplus(-(t * pos + b))
+        total += sum(softplus(t * s + b + (w if kind == "own_hard" else 0.0)) for s, kind in negs)
+        losses.append(total)
+    return float(np.mean(losses))

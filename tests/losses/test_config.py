@@ -10,6 +10,7 @@ import dataclasses
 import inspect
 import math
 from typing import get_type_hints
+from unittest import mock
 
 import pytest
 import torch
@@ -140,13 +141,20 @@ def test_loss_arguments_are_derived_from_the_config() -> None:
     fields = {f.name: f for f in dataclasses.fields(LossArguments)}
     terms = [f.name for f in dataclasses.fields(TopMConfig)]
     links = ["link_learn_a", "link_a_max", "link_b_min", "link_b_max", "link_momentum"]  # the link losses' own
+    field_losses = ["hardness_mode", "hardness_strength", "hcl_beta", "hcl_tau_plus", "dcl_sigma", "focal_margin",
+                    "sigmoid_bias"]  # fmt: skip
     assert list(fields) == [
-        "loss", *KNOBS, *links, *terms, "gather_across_devices", "mask_duplicates", "hard_negative_weight"
+        "loss", *KNOBS, *links, *field_losses, *terms, "gather_across_devices", "mask_duplicates",
+        "hard_negative_weight",
     ]  # fmt: skip
     own_hints = get_type_hints(LossArguments)
     for config in (WeinceConfig, TopMConfig):
         hints = get_type_hints(config)
         for f in dataclasses.fields(config):
+            if f.name == "temperature":  # the losses' defaults differ: None, the chosen loss's own
+                assert fields[f.name].default is None and own_hints[f.name] == float | None
+                assert fields[f.name].metadata["help"].startswith(f.metadata["help"] + " Default: the loss's own")
+                continue
             assert fields[f.name].default == f.default, f"LossArguments.{f.name} has its own default"
             assert own_hints[f.name] == hints[f.name] and fields[f.name].metadata["help"] == f.metadata["help"]
     assert LossArguments().weince_config() == DEFAULT and LossArguments().terms_config() == TopMConfig()
@@ -156,6 +164,28 @@ def test_loss_arguments_are_derived_from_the_config() -> None:
     assert LossArguments().build().config == DEFAULT
     assert LossArguments(**NON_DEFAULT).build("ntxent").config == WeinceConfig(**NON_DEFAULT)
     assert LossArguments.__module__ == "simcse_weince.training.arguments"
+
+
+def test_a_loss_declares_its_own_defaults() -> None:
+    """The sigmoid loss's τ = 0.1 (SigLIP's t = 10) beside everyone else's 0.05: unset, each loss gets its own,
+    in the arguments and in the loss they build; set, every loss gets the value; a shared knob of another type in
+    two losses is refused when the arguments are made."""
+    from simcse_weince.training.arguments import _loss_argument_fields, shared_defaults
+
+    assert shared_defaults()["temperature"]["sigmoid"] == 0.1 and shared_defaults()["temperature"]["weince"] == 0.05
+    for loss, tau in (("weince", 0.05), ("infonce", 0.05), ("hcl", 0.05), ("sigmoid", 0.1)):
+        args = LossArguments(loss=loss)
+        assert args.temperature == tau and args.build().temperature == tau
+    assert LossArguments(loss="sigmoid", temperature=0.05).build().learned_values()["sigmoid_t"] == pytest.approx(20)
+    assert "(0.05, sigmoid 0.1)" in dict((n, f) for n, _, f in _loss_argument_fields())["temperature"].metadata["help"]
+
+    @dataclasses.dataclass(frozen=True)
+    class Clash:
+        temperature: int = dataclasses.field(default=1, metadata={"help": "an integer τ"})
+
+    with mock.patch("simcse_weince.training.arguments.loss_configs", return_value=[WeinceConfig, Clash]):
+        with pytest.raises(TypeError, match=r"Clash\.temperature differs"):
+            _loss_argument_fields()
 
 
 @pytest.mark.parametrize("name", KNOBS)

@@ -1,6 +1,7 @@
 """Gathering across processes: 2 real CPU (gloo) processes must reproduce the global-batch loss,
-gradients and statistics of one process, in the SimCSE, NT-Xent and supervised (hard negatives) layouts, also
-with the extra top-M terms (the global batch's M hardest negatives, its global tail fit and the running β_t)."""
+gradients and statistics of one process, in the SimCSE, NT-Xent and supervised (hard negatives) layouts, for
+InfoNCE, WEINCE and the field's losses (the sigmoid loss's t and b included), also with the extra top-M terms
+(the global batch's M hardest negatives, its global tail fit and the running β_t)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from simcse_weince.losses import InfoNCELoss, TopMConfig, WeinceLoss, WithTopMTerms
+from simcse_weince.losses import InfoNCELoss, TopMConfig, WeinceLoss, WithTopMTerms, make_loss, with_terms
 from simcse_weince.losses.distributed import all_gather_with_grad
 from simcse_weince.losses.duplicates import ABSENT_KEY, supervised_duplicate_mask
 from tests.helpers import free_port
@@ -49,16 +50,24 @@ TERMS = TopMConfig(
 )
 
 
+# The field's losses, each with its own knob away from the value that makes it InfoNCE.
+FIELD = {
+    "hardness_infonce": dict(hardness_mode="all_negatives", hardness_strength=5.0),
+    "hcl": dict(hcl_beta=1.0, hcl_tau_plus=0.1),
+    "dcl": dict(dcl_sigma=0.5),  # DCLW: its weights are a softmax over the global batch's positives
+    "focal_infonce": dict(focal_margin=0.3),
+    "sigmoid": dict(sigmoid_bias=-2.0),  # t and b: parameters, their gradients averaged over the processes
+}
+
+
 def _make(name: str, layout: str, k: int, gather: bool):
     w = 1.0 if k else 0.0  # a weight on the own hard negatives: their global columns must be found
     base, _, extra = name.partition("+")  # "infonce+topm": with the extra terms
     terms = TERMS if extra == "topm" else None
-    if base == "infonce":
-        return InfoNCELoss(0.1, layout=layout, gather_across_devices=gather, hard_negative_weight=w, terms=terms)
-    return WeinceLoss(
-        0.1, layout=layout, beta_mode="ols", min_tail_points=10, gather_across_devices=gather, hard_negative_weight=w,
-        terms=terms,
-    )  # fmt: skip
+    common = dict(layout=layout, gather_across_devices=gather, hard_negative_weight=w)
+    if base == "weince":
+        return with_terms(WeinceLoss(0.1, beta_mode="ols", min_tail_points=10, **common), terms)
+    return make_loss(base, temperature=0.1, topm=terms, **FIELD.get(base, {}), **common)
 
 
 def _rows(layout: str, rank: int) -> torch.Tensor:
@@ -69,7 +78,7 @@ def _rows(layout: str, rank: int) -> torch.Tensor:
 
 
 CASES = [(name, layout, k) for layout, k in (("simcse", 0), ("ntxent", 0), ("simcse", 1), ("simcse", 2))
-         for name in ("infonce", "weince")] + [
+         for name in ("infonce", "weince", *FIELD)] + [
     (f"{name}+topm", layout, k) for layout, k in (("ntxent", 0), ("simcse", 1)) for name in ("infonce", "weince")
 ]  # fmt: skip
 
@@ -100,6 +109,7 @@ def _local_case(rank: int, name: str, layout: str, k: int) -> dict[str, torch.Te
     )
     loss.backward()
     result = {"loss": loss.detach(), "grad_a": a_loc.grad, "grad_p": p_loc.grad, "grad_n": n_loc.grad}
+    result["grad_params"] = [p.grad.clone() for p in loss_fn.parameters()]
     if name.startswith("weince"):
         result["lam"] = loss_fn.last_statistics.lam
         result["rho0"] = loss_fn.last_statistics.rho0
@@ -116,7 +126,7 @@ def _ungathered_terms(rank: int) -> dict[str, torch.Tensor]:
     """InfoNCE + terms without gathered candidates: each process scores its own rows; β_t is still one value."""
     batch = _global_batch("ntxent", 0)
     local = _rows("simcse", rank)
-    loss_fn = InfoNCELoss(0.1, layout="ntxent", gather_across_devices=False, terms=TERMS)
+    loss_fn = WithTopMTerms(InfoNCELoss(0.1, layout="ntxent", gather_across_devices=False), TERMS)
     loss_fn(batch["a"][local].clone().requires_grad_(True), batch["p"][local].clone().requires_grad_(True))
     return {"beta_t": loss_fn.topm.beta_t.clone(), "beta_hat": loss_fn.topm.last_fit.beta_hat}
 
@@ -157,6 +167,11 @@ def test_two_processes_equal_one_process_global_batch(name: str, layout: str, k:
         torch.testing.assert_close(grad_n, n.grad, rtol=1e-5, atol=1e-7)
         assert float(n.grad.abs().sum()) > 0 and batch["absent"].any()
         assert float(n.grad[batch["absent"]].abs().sum()) == 0  # an absent negative is no one's candidate
+    params = list(ref_fn.parameters())
+    assert len(params) == (2 if name == "sigmoid" else 0)
+    for i, param in enumerate(params):  # the loss's own parameters: DDP averages their gradients too
+        torch.testing.assert_close(sum(r["grad_params"][i] for r in parts) / WORLD, param.grad, rtol=1e-5, atol=1e-7)
+        assert float(param.grad.abs()) > 0
     if name.startswith("weince"):
         lam = ref_fn.last_statistics.lam
         for r, part in enumerate(parts):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from simcse_weince.losses import InfoNCELoss, TopMConfig, WeinceLoss, WithTopMTerms, score_matrix
+from simcse_weince.losses import InfoNCELoss, TopMConfig, WeinceLoss, WithTopMTerms, make_loss, score_matrix, with_terms
 from simcse_weince.losses.topm import EPS, global_tail_fit, global_tail_size, top_m_cross_entropy, top_m_hardest, weibit
 
 TAU = 0.1
@@ -309,7 +309,8 @@ def test_global_tail_fit_counts_masked_negatives_as_minus_one_and_skips_absent_o
     """The supervised batch with a mask, the whole tail (tail_frac 1): the masked negatives enter at δ = 2, the
     absent ones not at all (K = 3·6 − 1 − 3 = 14 per anchor, K_tot = 84)."""
     inputs, rows = _case("supervised")
-    loss = InfoNCELoss(TAU, terms=TopMConfig(topm_weibit_weight=1.0, topm_min_tail_points=10, topm_tail_frac=1.0))
+    terms = TopMConfig(topm_weibit_weight=1.0, topm_min_tail_points=10, topm_tail_frac=1.0)
+    loss = WithTopMTerms(InfoNCELoss(TAU), terms)
     loss(**inputs)
     pooled = reference_pooled(rows)
     assert len(pooled) == 84 and pooled.count(-1.0) == 12
@@ -332,7 +333,7 @@ BETA_MAX = 6.0  # inside the β̂ of some of the batches below, under others
 def _ema_loss(**knobs) -> InfoNCELoss:
     cfg = dict(topm_weibit_weight=0.5, topm_weibit_m=5, topm_min_tail_points=10, topm_tail_frac=0.3,
                topm_r2_min=0.0, topm_beta_momentum=0.7, topm_beta_min=0.5, topm_beta_max=BETA_MAX)  # fmt: skip
-    return InfoNCELoss(TAU, layout="ntxent", terms=TopMConfig(**(cfg | knobs)))
+    return WithTopMTerms(InfoNCELoss(TAU, layout="ntxent"), TopMConfig(**(cfg | knobs)))
 
 
 def _step(loss, seed: int, noise: float):
@@ -371,7 +372,7 @@ def test_a_rejected_or_missing_fit_keeps_beta() -> None:
         assert float(value) == pytest.approx(reference_infonce(rows) + 0.5 * reference_weibit_term(rows, 5, 4.0),
                                              rel=1e-5)  # fmt: skip
     # a batch too small for a tail (K_tot = 3·2 = 6 < 10 points) keeps it too
-    loss = InfoNCELoss(TAU, terms=TopMConfig(topm_weibit_weight=0.5, topm_min_tail_points=10, topm_r2_min=0.0))
+    loss = WithTopMTerms(InfoNCELoss(TAU), TopMConfig(topm_weibit_weight=0.5, topm_min_tail_points=10, topm_r2_min=0.0))
     loss(*_views(n=3))
     assert loss.topm.last_fit is None and float(loss.topm.beta_t) == 4.0
 
@@ -418,8 +419,8 @@ def test_zero_weights_are_bit_identical_to_no_terms(layout: str, name: str) -> N
     inputs, _ = _case(layout)
     off = TopMConfig(topm_softmax_m=2, topm_weibit_m=3, topm_beta_init=2.0, topm_min_tail_points=10)
     make = {
-        "infonce": lambda terms: InfoNCELoss(TAU, layout=_layout(layout), terms=terms),
-        "weince": lambda terms: WeinceLoss(TAU, layout=_layout(layout), min_tail_points=10, terms=terms),
+        "infonce": lambda terms: with_terms(InfoNCELoss(TAU, layout=_layout(layout)), terms),
+        "weince": lambda terms: with_terms(WeinceLoss(TAU, layout=_layout(layout), min_tail_points=10), terms),
     }[name]
     with_zero, without = make(off), make(None)
     assert not isinstance(with_zero, WithTopMTerms) and not with_zero.state_dict() and not off.active
@@ -436,14 +437,14 @@ def test_infonce_plus_terms_is_infonce_plus_the_weighted_references(layout: str)
     inputs, rows = _case(layout)
     cfg = TopMConfig(topm_softmax_weight=0.3, topm_softmax_m=4, topm_weibit_weight=0.7, topm_weibit_m=2,
                      topm_beta_auto=False, topm_beta_init=2.5)  # fmt: skip
-    loss = InfoNCELoss(TAU, layout=_layout(layout), terms=cfg)
+    loss = WithTopMTerms(InfoNCELoss(TAU, layout=_layout(layout)), cfg)
     value = loss(**inputs)
     sm, wb = reference_softmax_term(rows, 4), reference_weibit_term(rows, 2, 2.5)
     assert float(value) == pytest.approx(reference_infonce(rows) + 0.3 * sm + 0.7 * wb, rel=1e-5)
     assert float(loss.last_diagnostics["topm_softmax_loss"]) == pytest.approx(sm, rel=1e-5)
     assert float(loss.last_diagnostics["topm_weibit_loss"]) == pytest.approx(wb, rel=1e-5)
     # the same terms on WEINCE: added to its own loss, which they leave unchanged
-    weince = WeinceLoss(TAU, layout=_layout(layout), min_tail_points=10, terms=cfg)
+    weince = WithTopMTerms(WeinceLoss(TAU, layout=_layout(layout), min_tail_points=10), cfg)
     alone = WeinceLoss(TAU, layout=_layout(layout), min_tail_points=10)(**inputs)
     assert float(weince(**inputs)) == pytest.approx(float(alone) + 0.3 * sm + 0.7 * wb, rel=1e-5)
     assert "lambda_mean" in weince.last_diagnostics and "topm_weibit_loss" in weince.last_diagnostics
@@ -459,7 +460,7 @@ def test_gradients_are_finite_and_flow_with_masked_entries(layout: str) -> None:
     inputs["negative_mask"] = mask
     cfg = TopMConfig(topm_softmax_weight=1.0, topm_softmax_m=50, topm_weibit_weight=1.0, topm_weibit_m=50,
                      topm_min_tail_points=10, topm_r2_min=0.0)  # fmt: skip
-    loss_fn = InfoNCELoss(TAU, layout=_layout(layout), terms=cfg)
+    loss_fn = WithTopMTerms(InfoNCELoss(TAU, layout=_layout(layout)), cfg)
     value, grads = _grads(loss_fn, inputs)
     assert math.isfinite(float(value)) and float(loss_fn.topm.beta_t) != 4.0
     for g in grads:
@@ -468,7 +469,7 @@ def test_gradients_are_finite_and_flow_with_masked_entries(layout: str) -> None:
     leaves = {k: inputs[k].clone().requires_grad_(True) for k in ("anchors", "positives")}
     lay = score_matrix(leaves["anchors"], leaves["positives"], _layout(layout), mask, negatives=inputs.get("negatives"),
                        absent_negatives=inputs.get("absent_negatives"))  # fmt: skip
-    extra, _ = InfoNCELoss(TAU, layout=_layout(layout), terms=cfg).topm(lay, TAU)
+    extra, _ = WithTopMTerms(InfoNCELoss(TAU, layout=_layout(layout)), cfg).topm(lay, TAU)
     extra.backward()
     for leaf in leaves.values():
         assert torch.isfinite(leaf.grad).all() and float(leaf.grad.abs().sum()) > 0
@@ -506,17 +507,19 @@ def test_config_errors_name_the_field(knobs: dict, name: str) -> None:
 def test_config_defaults_are_off_and_numbers_are_normalised() -> None:
     cfg = TopMConfig(topm_softmax_m=5.0, topm_weibit_weight=1)
     assert type(cfg.topm_softmax_m) is int and type(cfg.topm_weibit_weight) is float and cfg.active
-    assert not TopMConfig().active and not isinstance(InfoNCELoss(terms=TopMConfig()), WithTopMTerms)
+    assert not TopMConfig().active and not isinstance(with_terms(InfoNCELoss(), TopMConfig()), WithTopMTerms)
 
 
 @pytest.mark.parametrize("cls", [InfoNCELoss, WeinceLoss])
 def test_the_config_dict_builds_the_same_loss_again(cls) -> None:
-    """``cls(**loss.get_config_dict())`` is the same loss, terms included (they sit under one key, ``topm``)."""
+    """``make_loss(name, **loss.get_config_dict())`` is the same loss, terms included (they sit under one key,
+    ``topm``)."""
     terms = TopMConfig(topm_softmax_weight=0.25, topm_weibit_weight=0.5, topm_weibit_m=9, topm_beta_auto=False)
-    loss = cls(0.2, layout="ntxent", terms=terms)
+    loss = WithTopMTerms(cls(0.2, layout="ntxent"), terms)
     cfg = loss.get_config_dict()
     assert cfg["topm"] == dataclasses.asdict(terms)
-    again = cls(**cfg)
+    again = make_loss(cls.name, **cfg)
+    assert isinstance(again, WithTopMTerms) and type(again.loss) is cls
     assert again.get_config_dict() == cfg and again.topm.config == terms
     a, p = _views(d=16, seed=3, noise=0.5)
     assert torch.equal(loss(a, p), again(a, p))
@@ -535,7 +538,7 @@ def test_diagnostics_are_the_last_batchs_only() -> None:
 def test_a_loss_state_saved_before_the_wrapper_loads() -> None:
     """Checkpoints written when the terms were a field of the loss hold ``terms.beta_t``; the wrapper's buffer is
     ``topm.beta_t`` and takes that value (strict: no key left over or missing)."""
-    loss = WeinceLoss(TAU, layout="ntxent", terms=TopMConfig(topm_weibit_weight=0.5))
+    loss = WithTopMTerms(WeinceLoss(TAU, layout="ntxent"), TopMConfig(topm_weibit_weight=0.5))
     assert isinstance(loss, WithTopMTerms) and set(loss.state_dict()) == {"topm.beta_t"}
     loss.load_state_dict({"terms.beta_t": torch.tensor(2.75, dtype=torch.float64)})
     assert float(loss.topm.beta_t) == 2.75
