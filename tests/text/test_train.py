@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -245,10 +246,33 @@ def test_a_link_loss_trains_from_the_command_line(tiny_bert_dir: Path, wiki_samp
         assert "Temperature-free" in card and "2501.17683" in card
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["hardness_infonce", "hcl", "dcl", "focal_infonce", "sigmoid"])
+def test_the_field_losses_train_from_the_command_line(
+    tiny_bert_dir: Path, wiki_sample: Path, tmp_path: Path, loss: str
+) -> None:
+    """``--loss NAME`` for each of the field's losses (issue 55): the run ends, its card names the loss and cites
+    its paper; the sigmoid loss's t and b are exported beside the model and stated on the card."""
+    from simcse_weince.losses import LOSSES
+
+    out = tmp_path / "run"
+    results = run(_args(tiny_bert_dir, wiki_sample, out, loss=loss, max_steps=2, loss_learning_rate=0.01))
+    assert results["steps"] == 2 and math.isfinite(results["train_loss"])
+    card = (out / "model" / "README.md").read_text()
+    assert LOSSES[loss].display_name in card and LOSSES[loss]().citation.split(",")[0] in card
+    exported = (out / "model" / "loss_config.json").exists()
+    assert exported == (loss == "sigmoid")
+    if exported:
+        assert json.loads((out / "model" / "loss_config.json").read_text())["temperature"] == 0.1  # its own default
+        assert '"learned": {"sigmoid_b": ' in card and '"sigmoid_t": ' in card
+
+
 @pytest.mark.parametrize(
     "bad",
     [
         ["--beta_mode", "mle"],
+        ["--hcl_tau_plus", "1"],
+        ["--hardness_mode", "hard"],
         ["--max_seq_length", "2"],
         ["--temperature", "-1"],
         ["--link_a_max", "5"],

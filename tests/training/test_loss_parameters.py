@@ -70,9 +70,8 @@ def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One ``accelerate launch`` of 2 processes running the scalar loss and the link losses in turn (one start-up
     for the three), their outcomes in the returned folder."""
     out = tmp_path_factory.mktemp("two_processes")
-    accelerate_launch(
-        2, [str(REPO / "tests" / "training" / "scalar_loss_run.py"), str(out), ScaledInfoNCE.name, *LINK_LOSSES]
-    )
+    script = str(REPO / "tests" / "training" / "scalar_loss_run.py")
+    accelerate_launch(2, [script, str(out), ScaledInfoNCE.name, *LINK_LOSSES, "sigmoid"])
     return out
 
 
@@ -153,3 +152,46 @@ def test_the_gradient_cache_trains_the_learned_link_as_the_full_graph(tmp_path: 
         assert outcome(cached)["loss_state"][key] == pytest.approx(values, rel=1e-5, abs=1e-7), key
     for key, values in outcome(whole)["weights"].items():
         assert outcome(cached)["weights"][key] == pytest.approx(values, rel=1e-4, abs=1e-5), key
+
+
+# ---- the sigmoid loss's t and b (issue 55) ------------------------------------------------------------------------
+
+
+def test_the_sigmoid_loss_resumes_bitwise_and_exports_t_and_b(tmp_path: Path) -> None:
+    """SigLIP's t and b: trained in the loss's own group, saved in checkpoint-3 and read back on resume (bitwise
+    the uninterrupted run), exported with ``loss_config.json`` and rebuilt from it by name."""
+    from simcse_weince.losses import make_loss
+
+    whole = trainer(tmp_path / "whole", loss="sigmoid")
+    whole.train()
+    learned = whole.contrastive_loss.learned_values()
+    assert learned["sigmoid_t"] != pytest.approx(2.0) and learned["sigmoid_b"] != pytest.approx(-10.0)  # they moved
+    cut = trainer(tmp_path / "cut", loss="sigmoid")
+    cut.add_callback(StopAt(4))
+    with pytest.raises(Interrupt):
+        cut.train()
+    assert set(torch.load(tmp_path / "cut" / "checkpoint-3" / "loss_state.pt", weights_only=True)) == {"log_t", "b"}
+    resumed = trainer(tmp_path / "cut", loss="sigmoid")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "cut" / "checkpoint-3"))
+    assert outcome(resumed) == outcome(whole)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    whole.export_loss_parameters(folder)
+    config = json.loads((folder / "loss_config.json").read_text(encoding="utf-8"))
+    again = make_loss(config.pop("name"), **config)
+    again.load_state_dict(torch.load(folder / "loss_state.pt", weights_only=True))
+    assert again.learned_values() == learned
+    logged = [e["sigmoid_b"] for e in whole.state.log_history if "sigmoid_b" in e]
+    assert len(logged) == 6 and logged[0] == pytest.approx(-10.0)
+
+
+def test_two_processes_train_the_sigmoid_loss_as_one(tmp_path: Path, two_process_runs: Path) -> None:
+    """t and b after 6 steps in 2 processes (candidates gathered, t and b's gradients averaged) equal 1 process's."""
+    single = trainer(tmp_path / "one", loss="sigmoid")
+    single.train()
+    one = outcome(single)
+    two = json.loads((two_process_runs / "outcome_sigmoid_2.json").read_text(encoding="utf-8"))
+    for key, values in one["loss_state"].items():
+        assert two["loss_state"][key] == pytest.approx(values, rel=1e-5, abs=1e-6), key
+    for key, values in one["weights"].items():
+        assert two["weights"][key] == pytest.approx(values, rel=1e-4, abs=1e-6), key
