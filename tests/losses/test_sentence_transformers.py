@@ -130,11 +130,13 @@ def test_adapter_rejects_bad_inputs(tiny_bert_weights_dir: Path) -> None:
         SentenceTransformerContrastiveLoss(model, loss=InfoNCELoss(), q=0.3)
 
 
-@pytest.mark.parametrize("name", ["learned_link", "profiled_link", "arctanh"])
-def test_the_link_losses_train_through_the_adapter(
+@pytest.mark.parametrize(
+    "name", ["learned_link", "profiled_link", "arctanh", "hardness_infonce", "hcl", "dcl", "focal_infonce", "sigmoid"]
+)
+def test_the_registered_losses_train_through_the_adapter(
     tiny_bert_weights_dir: Path, wiki_sample: Path, tmp_path, name: str
 ) -> None:
-    """Two steps of SentenceTransformerTrainer with a link loss by its registered name: the encoder's weights move,
+    """Two steps of SentenceTransformerTrainer with a loss by its registered name: the encoder's weights move,
     and so does the link — the learned link's (α, b) are parameters of the loss module, which
     SentenceTransformerTrainer optimises with the model's; the profiled link's θ moves with each batch."""
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
@@ -152,8 +154,10 @@ def test_the_link_losses_train_through_the_adapter(
     out = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss).train()
     assert out.global_step == 2 and torch.isfinite(torch.tensor(out.training_loss))
     assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
-    if name != "arctanh":
+    if name in ("learned_link", "profiled_link"):
         assert loss.loss.coefficients() != (10.0, 0.0)  # moved from its start (1/τ, 0)
+    if name == "sigmoid":  # t and b are the loss module's parameters: SentenceTransformerTrainer trains them too
+        assert loss.loss.learned_values() != pytest.approx({"sigmoid_t": 10.0, "sigmoid_b": -10.0})
     assert loss.get_config_dict()["loss"] == type(loss.loss).__name__
 
 

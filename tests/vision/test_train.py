@@ -71,6 +71,22 @@ def test_tiny_training_run(tmp_path: Path, loss: str) -> None:
     assert (out / "model" / "backbone.safetensors").is_file() and (out / "run_config.yaml").is_file()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["hardness_infonce", "hcl", "dcl", "focal_infonce", "sigmoid"])
+def test_the_field_losses_train_simclr(tmp_path: Path, loss: str) -> None:
+    """``simclr-train --loss NAME`` in the NT-Xent layout for each of the field's losses (issue 55): the run ends
+    and is scored; hardness weighting of hard negatives alone is refused there (no view is a hard negative)."""
+    from simcse_weince.cli.train_vision import run
+
+    root = write_cifar10_zips(tmp_path / "data")
+    results = run(_vision_args(root, tmp_path / "run", loss=loss, dataset="cifar10_zip", loss_learning_rate=0.01))
+    assert results["steps"] == 4 and results["loss"]["name"] == loss  # 16 images, 4 a batch, 1 epoch
+    assert all(0 <= v <= 100 for v in results["after"].values())
+    if loss == "hardness_infonce":
+        with pytest.raises(ValueError, match="'ntxent' layout has none"):
+            run(_vision_args(root, tmp_path / "hard", loss=loss, hardness_mode="hard_negatives"))
+
+
 def test_results_table_has_a_column_per_metric_and_a_row_per_encoder() -> None:
     """Every cell distinct, so a dropped, moved or swapped value shows (the tiny run's scores are often all 100)."""
     from simcse_weince.cli.train_vision import results_table
