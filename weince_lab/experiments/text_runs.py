@@ -6,10 +6,11 @@
         --variants infonce weince-unit weince-ols --seeds 0 1 2 --out experiments/results/text_warmstart
     # paper scale (GPU): see experiments/paper_scale.sh
 
-Variants: ``infonce``, ``weince-unit``, ``weince-ols``, ``weince-hill``, and the link losses ``learned_link``,
-``learned_temperature``, ``profiled_link``, ``arctanh`` at their defaults (their learned (a, b) at the end of each run
-are tabled). Finished runs are reused and a killed one resumes from its last complete checkpoint (one killed before
-its first is started again), so an interrupted experiment is resumed by running the same command again.
+Variants: ``infonce``, ``weince-unit``, ``weince-ols``, ``weince-hill``, every other registered loss by its name at
+its defaults (the link losses' learned (a, b) at the end of each run are tabled), and any of them with settings,
+``NAME:key=value,...`` (one configuration of a tuning budget). Finished runs are reused and a killed one resumes
+from its last complete checkpoint (one killed before its first is started again), so an interrupted experiment is
+resumed by running the same command again.
 
 Besides the scores, each run's training time (``train_minutes``, from its ``results.json``) and its validation curve
 (``dev_curve``: the STS-B dev Spearman at every evaluation, plotted into ``<out>_dev.png``) are reported.
@@ -46,14 +47,25 @@ LINK_VARIANTS = ("learned_link", "learned_temperature", "profiled_link", "arctan
 
 
 def variant_args(variant: str) -> list[str]:
-    if variant in LINK_VARIANTS:  # the link losses at their defaults (issue 43)
-        return ["--loss", variant]
-    loss, _, beta = variant.partition("-")
-    if loss not in ("infonce", "weince") or (loss == "weince" and beta not in ("unit", "ols", "hill")):
+    """The training flags of a variant: ``infonce``, ``weince-unit|ols|hill``, any registered loss by its name at
+    its defaults, or any of these with settings after a colon, ``NAME:key=value,key=value`` (``hcl:hcl_beta=2,
+    temperature=0.1``: one configuration of a tuning budget)."""
+    from simcse_weince.losses import LOSSES
+
+    base, _, settings = variant.partition(":")
+    pairs = [item.split("=", 1) for item in settings.split(",") if item]
+    if any(len(pair) != 2 or not pair[0] for pair in pairs):
+        raise ValueError(f"variant {variant!r}: settings must be key=value pairs after the colon")
+    extra = [x for key, value in pairs for x in (f"--{key}", value)]
+    if base in LOSSES and base != "weince":
+        return ["--loss", base, *extra]
+    loss, _, beta = base.partition("-")
+    if loss != "weince" or beta not in ("unit", "ols", "hill"):
         raise ValueError(
-            f"unknown variant {variant!r}; expected infonce, weince-unit|ols|hill or one of {', '.join(LINK_VARIANTS)}"
+            f"unknown variant {variant!r}; expected weince-unit|ols|hill or a registered loss ({', '.join(LOSSES)}), "
+            "optionally with :key=value,... settings"
         )
-    return ["--loss", loss] + (["--beta_mode", beta] if beta else [])
+    return ["--loss", loss, "--beta_mode", beta, *extra]
 
 
 def geometry(model_dir: Path, cache: Path) -> dict[str, float]:

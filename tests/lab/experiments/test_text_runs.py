@@ -248,3 +248,16 @@ def test_main_resumes_a_killed_run_and_restarts_one_killed_before_its_first_chec
     fresh = trained["weince-ols-seed1"]
     assert fresh[-2:] == ["--max_steps", "40"] and "--resume_from_checkpoint" not in fresh
     assert "--overwrite_output_dir" not in fresh
+
+
+def test_a_variant_is_a_registered_loss_with_settings() -> None:
+    """``NAME`` or ``NAME:key=value,...``: one configuration of a tuning budget, as the training's flags."""
+    assert text_runs.variant_args("infonce") == ["--loss", "infonce"]
+    assert text_runs.variant_args("weince-ols") == ["--loss", "weince", "--beta_mode", "ols"]
+    assert text_runs.variant_args("hcl:hcl_beta=2,temperature=0.1") == [
+        "--loss", "hcl", "--hcl_beta", "2", "--temperature", "0.1"
+    ]  # fmt: skip
+    assert text_runs.variant_args("weince-unit:q=0.3") == ["--loss", "weince", "--beta_mode", "unit", "--q", "0.3"]
+    for bad in ("softmax", "weince", "hcl:beta", "hcl:=2"):
+        with pytest.raises(ValueError, match="variant"):
+            text_runs.variant_args(bad)
