@@ -33,9 +33,10 @@ from simcse_weince.losses.layout import ScoreMatrix
 from weince_lab.simulation.universe import Universe
 from weince_lab.simulation.winners import BlendedLaw
 
+FIELD_LOSSES: tuple[str, ...] = ("hardness_infonce", "hcl", "dcl", "focal_infonce", "sigmoid")
 LOSSES: tuple[str, ...] = (
     "infonce", "weince", "weince_unit", "weince_hill", "oracle",
-    "learned_temperature", "learned_link", "learned_link_b", "profiled_link", "arctanh",
+    "learned_temperature", "learned_link", "learned_link_b", "profiled_link", "arctanh", *FIELD_LOSSES,
 )  # fmt: skip
 
 
@@ -44,7 +45,9 @@ def build_loss(name: str, tau: float, kernel: BlendedLaw) -> ContrastiveLoss:
     ``weince_hill`` at τ; ``oracle``, the kernel's own link (λ* fixed, β clamped to β*, τ* = 1/κ): WEINCE's logit
     at the true parameters, whatever ``tau`` is; the link losses (issue 43): ``learned_temperature``,
     ``learned_link`` (a and b learned) and ``learned_link_b`` (b alone, a = 1/τ), starting at (1/τ, 0);
-    ``profiled_link`` from the same start; ``arctanh``, which has no τ.
+    ``profiled_link`` from the same start; ``arctanh``, which has no τ; the field's losses (issue 55:
+    ``hardness_infonce``, ``hcl``, ``dcl``, ``focal_infonce``, ``sigmoid``) at τ and their defaults (the sigmoid
+    loss's t starting at 1/τ), each searching with its own ``search_logits``.
 
     Raises:
         ValueError: an unknown arm.
@@ -55,7 +58,7 @@ def build_loss(name: str, tau: float, kernel: BlendedLaw) -> ContrastiveLoss:
         return loss_class("weince")(tau)
     if name in ("weince_unit", "weince_hill"):
         return loss_class("weince")(tau, beta_mode=name.split("_")[1])
-    if name in ("learned_temperature", "learned_link", "profiled_link"):
+    if name in ("learned_temperature", "learned_link", "profiled_link", *FIELD_LOSSES):
         return loss_class(name)(tau)
     if name == "learned_link_b":
         return loss_class("learned_link")(tau, link_learn_a=False)

@@ -162,3 +162,26 @@ def test_the_link_arms_learn_their_link_and_are_scored_under_it() -> None:
     expected = (torch.log1p(scores.double()) - torch.log1p(-scores.double())).log_softmax(dim=1)
     torch.testing.assert_close(model_log_posterior(arctanh, scores), expected, rtol=1e-5, atol=1e-6)
     assert train_table(u, arctanh, cfg).learned == {}
+
+
+def test_the_field_losses_are_arms() -> None:
+    """The field's losses (issue 55) train a table at τ and their defaults; the sigmoid loss's t and b are trained
+    with it and reported, and its search law is softmax(t·s + b) (b cancels)."""
+    from weince_lab.simulation.learning import FIELD_LOSSES
+    from weince_lab.simulation.search import model_log_posterior
+
+    law = kernel_law("endpoint", beta=3.0)
+    u = make_universe(48, 4, law, seed=0)
+    cfg = TrainConfig(negatives=16, dim=4, steps=60, batch=64, pairs=5_000, lr=0.05, seed=0)
+    scores = torch.rand(5, 7) * 1.8 - 0.9
+    for name in FIELD_LOSSES:
+        loss = build_loss(name, 0.2, law)
+        result = train_table(u, loss, cfg)
+        assert torch.isfinite(result.table).all() and loss.temperature == 0.2, name
+        if name == "sigmoid":
+            assert result.learned == loss.learned_values() and result.learned["sigmoid_t"] != 5.0
+            expected = (result.learned["sigmoid_t"] * scores.double()).log_softmax(dim=1)
+        else:
+            assert result.learned == {}, name
+            expected = (scores.double() / 0.2).log_softmax(dim=1)
+        torch.testing.assert_close(model_log_posterior(loss, scores), expected, rtol=1e-5, atol=1e-6)
