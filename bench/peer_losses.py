@@ -124,18 +124,17 @@ def main() -> None:
     p.add_argument("--focal", type=Path, required=True, help="Focal-InfoNCE's focalNCE/models.py")
     args = p.parse_args()
     worst = 0.0
-    print("HCL (ours: hcl, NT-Xent layout; theirs: criterion(..., estimator='hard'))\n")
-    print(f"| τ | β | τ⁺ | N | noise | {HEAD}")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for row in hcl_rows(args.hcl):
-        print(row)
-        worst = max(worst, *map(float, row.split("|")[-5:-3]))
-    print("\nFocal-InfoNCE (ours: focal_infonce, SimCSE B×B; theirs: cross-entropy of sp_logits)\n")
-    print(f"| τ | m | B | noise | {HEAD}")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for row in focal_rows(args.focal):
-        print(row)
-        worst = max(worst, *map(float, row.split("|")[-5:-3]))
+    for title, columns, rows in (
+        ("HCL (ours: hcl, NT-Xent layout; theirs: criterion(..., estimator='hard'))", "τ | β | τ⁺ | N | noise",
+         hcl_rows(args.hcl)),
+        ("Focal-InfoNCE (ours: focal_infonce, SimCSE B×B; theirs: cross-entropy of sp_logits)", "τ | m | B | noise",
+         focal_rows(args.focal)),
+    ):  # fmt: skip
+        width = columns.count("|") + 1 + HEAD.count("|")
+        print(f"\n{title}\n\n| {columns} | {HEAD}\n|" + "---|" * width)
+        for row in rows:
+            print(row)
+            worst = max(worst, *map(float, row.split("|")[-5:-3]))
     print(f"\nlargest relative difference in float64: {worst:.1e} ({'agree' if worst < 1e-6 else 'DIFFER'} at 1e-6)")
 
 

@@ -15,6 +15,14 @@ from simcse_weince.losses.layout import BatchKind, Layout, Negatives, ScoreMatri
 from simcse_weince.losses.topm import TopMConfig, TopMTerms
 
 
+def temperature_field(default: float = 0.05) -> Any:
+    """The ``temperature`` field of a loss's ``Config``: τ > 0 dividing the cosine similarities (one field of that
+    name and type in every config; its default may be the loss's own)."""
+    return dataclasses.field(
+        default=default, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities.")
+    )
+
+
 def check_hard_negative_weight(value: float, layout: str | None = None) -> None:
     """``ValueError`` unless ``value`` is a finite number, and 0 for a layout without hard negatives.
 

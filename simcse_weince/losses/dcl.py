@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from simcse_weince.core import checks
-from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.base import ContrastiveLoss, temperature_field
 from simcse_weince.losses.distributed import all_gather_with_grad
 from simcse_weince.losses.layout import ScoreMatrix, weighted_hard_negatives
 
@@ -18,9 +18,7 @@ from simcse_weince.losses.layout import ScoreMatrix, weighted_hard_negatives
 class DCLConfig:
     """The settings of DCL: τ, and σ of DCLW's von Mises–Fisher weighting (``None``: plain DCL)."""
 
-    temperature: float = field(
-        default=0.05, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities.")
-    )
+    temperature: float = temperature_field()
     dcl_sigma: float | None = field(
         default=None,
         metadata=checks.setting(

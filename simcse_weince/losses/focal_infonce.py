@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from simcse_weince.core import checks
-from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.base import ContrastiveLoss, temperature_field
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
 
 
@@ -17,9 +17,7 @@ from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
 class FocalInfoNCEConfig:
     """The settings of Focal-InfoNCE: τ and the hardness margin m."""
 
-    temperature: float = field(
-        default=0.05, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities.")
-    )
+    temperature: float = temperature_field()
     focal_margin: float = field(
         default=0.3,
         metadata=checks.setting(

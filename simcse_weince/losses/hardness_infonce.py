@@ -9,7 +9,7 @@ from typing import Any, Literal
 import torch
 
 from simcse_weince.core import checks
-from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.base import ContrastiveLoss, temperature_field
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
 
 HardnessMode = Literal["in_batch_negatives", "hard_negatives", "all_negatives"]
@@ -20,9 +20,7 @@ HARDNESS_MODES: tuple[str, ...] = ("in_batch_negatives", "hard_negatives", "all_
 class HardnessInfoNCEConfig:
     """The settings of hardness-weighted InfoNCE: τ, which negatives are weighted, and the strength α."""
 
-    temperature: float = field(
-        default=0.05, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities.")
-    )
+    temperature: float = temperature_field()
     hardness_mode: HardnessMode = field(
         default="in_batch_negatives",
         metadata=checks.setting(

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from simcse_weince.core import checks
-from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.base import ContrastiveLoss, temperature_field
 from simcse_weince.losses.layout import ScoreMatrix, weighted_hard_negatives
 
 
@@ -19,9 +19,7 @@ from simcse_weince.losses.layout import ScoreMatrix, weighted_hard_negatives
 class HCLConfig:
     """The settings of HCL: τ, the concentration β of the importance weights, the positive prior τ⁺."""
 
-    temperature: float = field(
-        default=0.05, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities.")
-    )
+    temperature: float = temperature_field()
     hcl_beta: float = field(
         default=1.0,
         metadata=checks.setting(

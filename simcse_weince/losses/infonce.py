@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import field
 
 import torch
 
 from simcse_weince.core import checks
-from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.base import ContrastiveLoss, temperature_field
 from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
 
 
@@ -16,9 +15,7 @@ from simcse_weince.losses.layout import ScoreMatrix, masked_cross_entropy
 class InfoNCEConfig:
     """The settings of InfoNCE: the temperature alone (the same field, default and check as WEINCE's)."""
 
-    temperature: float = field(
-        default=0.05, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities.")
-    )
+    temperature: float = temperature_field()
 
     def __post_init__(self) -> None:
         checks.check_fields(self)

@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 import torch
 
 from simcse_weince.core import checks
-from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.base import ContrastiveLoss, temperature_field
 from simcse_weince.losses.distributed import all_gather_no_grad
 from simcse_weince.losses.layout import Layout, ScoreMatrix, masked_cross_entropy
 from simcse_weince.losses.logits import weince_logits
@@ -66,9 +66,7 @@ class WeinceConfig:
         20.0
     """
 
-    temperature: float = field(
-        default=0.05, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities.")
-    )
+    temperature: float = temperature_field()
     beta_mode: BetaMode = field(
         default="ols",
         metadata=checks.setting(
