@@ -205,8 +205,8 @@ def checkpoint_damage(folder: str | Path) -> list[str] | None:
 ADDED_SETTINGS: dict[str, Any] = {
     "data.validation": "stsb",
     # every loss's knobs and the extra top-M terms (off), at their defaults: a loss or a knob added later is one
-    # the earlier run did not have, so at its default it is no change
-    **{f"loss.{f.name}": f.default for config in loss_configs() for f in dataclasses.fields(config)},
+    # the earlier run did not have, so at its default it is no change (a knob of several losses: the first's)
+    **{f"loss.{f.name}": f.default for config in reversed(loss_configs()) for f in dataclasses.fields(config)},
     "training.loss_learning_rate": None,  # a loss's own parameters (none before them)
     "training.loss_weight_decay": 0.0,
 }
