@@ -15,12 +15,14 @@ from simcse_weince.losses.layout import BatchKind, Layout, Negatives, ScoreMatri
 from simcse_weince.losses.topm import TopMConfig, TopMTerms
 
 
-def temperature_field(default: float = 0.05) -> Any:
-    """The ``temperature`` field of a loss's ``Config``: τ > 0 dividing the cosine similarities (one field of that
-    name and type in every config; its default may be the loss's own)."""
-    return dataclasses.field(
-        default=default, metadata=checks.setting(checks.positive, "τ > 0 dividing the cosine similarities.")
-    )
+def temperature_field(
+    default: float = 0.05,
+    check: checks.Check = checks.positive,
+    help: str = "τ > 0 dividing the cosine similarities.",
+) -> Any:
+    """The ``temperature`` field of a loss's ``Config`` (one field of that name and type in every config): its
+    default may be the loss's own, its check stricter (finite) and its help text the loss's reading of τ."""
+    return dataclasses.field(default=default, metadata=checks.setting(check, help))
 
 
 def check_hard_negative_weight(value: float, layout: str | None = None) -> None:

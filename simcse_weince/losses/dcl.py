@@ -11,7 +11,7 @@ import torch
 from simcse_weince.core import checks
 from simcse_weince.losses.base import ContrastiveLoss, temperature_field
 from simcse_weince.losses.distributed import all_gather_with_grad
-from simcse_weince.losses.layout import ScoreMatrix, weighted_hard_negatives
+from simcse_weince.losses.layout import ScoreMatrix, row_logsumexp, weighted_hard_negatives
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,12 +73,10 @@ class DCLLoss(ContrastiveLoss):
     def loss_from_scores(self, lay: ScoreMatrix) -> torch.Tensor:
         logits = weighted_hard_negatives(lay.scores / self.temperature, lay, self.hard_negative_weight)
         negatives = lay.negatives
-        has = negatives.any(dim=1)
-        fill = torch.where(has, float("-inf"), 0.0)[:, None]  # rows without a negative: finite, loss 0
-        negative_term = torch.logsumexp(torch.where(negatives, logits, fill), dim=1)
+        negative_term = row_logsumexp(logits, negatives)
         positive = lay.scores.gather(1, lay.positive_index[:, None]).squeeze(1)
         per_anchor = negative_term - self.positive_weights(positive) * positive / self.temperature
-        return torch.where(has, per_anchor, 0.0).mean()
+        return torch.where(negatives.any(dim=1), per_anchor, 0.0).mean()  # an anchor without a negative adds 0
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), **dataclasses.asdict(self.config)}

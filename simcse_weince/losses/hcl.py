@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from simcse_weince.core import checks
 from simcse_weince.losses.base import ContrastiveLoss, temperature_field
-from simcse_weince.losses.layout import ScoreMatrix, weighted_hard_negatives
+from simcse_weince.losses.layout import ScoreMatrix, row_logsumexp, weighted_hard_negatives
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,12 +72,8 @@ class HCLLoss(ContrastiveLoss):
         logits = weighted_hard_negatives(lay.scores / self.temperature, lay, self.hard_negative_weight)
         negatives = lay.negatives
         count = negatives.sum(dim=1)
-        has = count > 0
-        # rows without a negative: finite stand-ins (their loss is 0), so that no NaN reaches a gradient
-        fill = torch.where(has, float("-inf"), 0.0)[:, None]
         log_n = count.clamp(min=1).to(logits.dtype).log()
-        weighted = torch.logsumexp(torch.where(negatives, (1 + beta) * logits, fill), dim=1)
-        log_r = log_n + weighted - torch.logsumexp(torch.where(negatives, beta * logits, fill), dim=1)
+        log_r = log_n + row_logsumexp((1 + beta) * logits, negatives) - row_logsumexp(beta * logits, negatives)
         log_p = logits.gather(1, lay.positive_index[:, None]).squeeze(1)
         floor = log_n - 1.0 / self.temperature
         if tau_plus:
@@ -88,7 +84,7 @@ class HCLLoss(ContrastiveLoss):
         else:
             log_ng = torch.maximum(log_r, floor)
         per_anchor = F.softplus(log_ng - log_p)  # −log(P / (P + N_g))
-        return torch.where(has, per_anchor, 0.0).mean()
+        return torch.where(count > 0, per_anchor, 0.0).mean()  # an anchor without a negative adds 0
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), **dataclasses.asdict(self.config)}

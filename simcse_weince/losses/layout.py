@@ -341,6 +341,13 @@ def masked_cross_entropy(logits: torch.Tensor, lay: ScoreMatrix, hard_negative_w
     return F.cross_entropy(logits, lay.positive_index)
 
 
+def row_logsumexp(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(A,) log Σ_j exp(values_ij) over each row's entries where ``mask``; a row with none gives 0, a finite stand-in
+    (its caller leaves such a row out), so that no −∞ − (−∞) reaches a gradient."""
+    fill = torch.where(mask.any(dim=1, keepdim=True), float("-inf"), 0.0)
+    return torch.logsumexp(torch.where(mask, values, fill), dim=1)
+
+
 def weighted_hard_negatives(logits: torch.Tensor, lay: ScoreMatrix, hard_negative_weight: float) -> torch.Tensor:
     """``logits + w·h``: SimCSE's ``hard_negative_weight`` w on each anchor's own hard negative(s)
     (``lay.hard_negative_mask``); ``logits`` itself (the same tensor) when w = 0 or the layout has none."""

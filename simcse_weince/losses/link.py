@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from simcse_weince.core import checks
+from simcse_weince.losses.base import temperature_field as base_temperature_field
 from simcse_weince.losses.distributed import is_distributed
 from simcse_weince.losses.logits import shortfall
 
@@ -38,11 +39,8 @@ _EPS_RANGE = checks.within(0.0, 0.1, open_low=True)
 
 
 def temperature_field() -> Any:
-    return field(
-        default=0.05,
-        metadata=checks.setting(
-            checks.positive_finite, "τ > 0 dividing the cosine similarities (the link's start a = 1/τ; finite)."
-        ),
+    return base_temperature_field(
+        check=checks.positive_finite, help="τ > 0 dividing the cosine similarities (the link's start a = 1/τ; finite)."
     )
 
 

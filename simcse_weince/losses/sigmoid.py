@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from simcse_weince.core import checks
-from simcse_weince.losses.base import ContrastiveLoss
+from simcse_weince.losses.base import ContrastiveLoss, temperature_field
 from simcse_weince.losses.layout import ScoreMatrix, weighted_hard_negatives
 
 
@@ -20,12 +20,10 @@ from simcse_weince.losses.layout import ScoreMatrix, weighted_hard_negatives
 class SigmoidConfig:
     """The settings of the sigmoid loss: the start of its scale t = 1/τ and of its bias b (the paper's 10, −10)."""
 
-    temperature: float = field(
-        default=0.1,
-        metadata=checks.setting(
-            checks.positive_finite,
-            "τ > 0 dividing the cosine similarities (the sigmoid loss: its learned scale starts at t = 1/τ).",
-        ),
+    temperature: float = temperature_field(
+        0.1,
+        checks.positive_finite,
+        "τ > 0 dividing the cosine similarities (the sigmoid loss: its learned scale starts at t = 1/τ).",
     )
     sigmoid_bias: float = field(
         default=-10.0,
