@@ -5,8 +5,9 @@ process, in pairs that alternate which goes first (A B, B A, ...), so that a slo
 on both sides:
 
 * ``unsup``: unsupervised SimCSE through the README's command, ``train_unsup.py configs/quickstart.yaml --loss
-  infonce --max_steps N ...`` (all-MiniLM-L6-v2, one forward of 2B rows), against ``SentenceTransformerTrainer``
-  with ``MultipleNegativesRankingLoss(scale=20)`` on (s, s) pairs of the same sentences;
+  infonce --max_steps N ...`` (all-MiniLM-L6-v2, the 2B rows in ``length_groups`` forwards), against
+  ``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss(scale=20)`` on (s, s) pairs of the same
+  sentences;
 * ``sup``: supervised SimCSE on (anchor, positive, hard negative) rows of one CSV file (``configs/sup_quickstart
   .yaml`` with that file), against MNRL on the same three columns;
 * ``encode``: evaluation encoding of STS-B test's sentences: the encoder ``evaluate_sts.py`` uses, against
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -135,7 +137,7 @@ def ours_argv(recipe: str, opts: argparse.Namespace, out: str) -> list[str]:
         "--loss", "infonce", "--max_steps", str(opts.steps), "--per_device_train_batch_size", str(opts.batch),
         "--max_seq_length", str(opts.max_len), "--eval_before_training", "false", "--eval_test_at_end", "false",
         "--save_steps", "1000", "--eval_steps", "1000", "--output_dir", out, "--overwrite_output_dir", "true",
-        "--disable_tqdm", "true",
+        "--disable_tqdm", "true", *shlex.split(opts.ours_args),
     ]  # fmt: skip
     if opts.model != MINILM:
         common += ["--model_name_or_path", opts.model]
@@ -238,7 +240,7 @@ def run_side(recipe: str, side: str, opts: argparse.Namespace, rows: Path, model
     cmd = [
         sys.executable, __file__, "--child", side, "--recipe", recipe, "--steps", str(opts.steps), "--batch",
         str(opts.batch), "--max-len", str(opts.max_len), "--warmup", str(opts.warmup), "--rows", str(rows),
-        "--model", model, *(["--device", opts.device] if opts.device else []),
+        "--model", model, *(["--device", opts.device] if opts.device else []), f"--ours-args={opts.ours_args}",
     ]  # fmt: skip
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=child_env(TOKENIZERS_PARALLELISM="false"), capture_output=True,
@@ -301,6 +303,7 @@ def main() -> None:
     ap.add_argument("--max-len", type=int, default=32)
     ap.add_argument("--model", default=MINILM, help="a model both sides load (default: the offline MiniLM)")
     ap.add_argument("--device", help="both sides' device (default: each tool's own choice)")
+    ap.add_argument("--ours-args", default="", help="more arguments of our command, e.g. '--length_groups 1'")
     ap.add_argument("--toy", action="store_true", help="a 2-layer BERT from a config, 4 steps, 1 pair")
     ap.add_argument("--json", type=Path, help="also write the summary here")
     ap.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)

@@ -102,7 +102,7 @@ def train(groups: dict, loss, state: RunState, callbacks: Sequence[TrainerCallba
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     corpus, stats, order = prepare_corpus(data_args, tokenizer, args, loss_args.gather_across_devices)
     encoder = load_hf_encoder(model_path, model_args.init_from_config, model_args.overrides())
-    model = SimCSEModel(encoder, pooler=model_args.pooler, mlp_only_train=model_args.mlp_only_train)
+    model = SimCSEModel(encoder, model_args.pooler, model_args.mlp_only_train, model_args.length_groups)
     if args.should_save:
         save_run_info(args.output_dir, groups, {"text": stats.to_dict()})
     # A SentenceTransformer base keeps its inference settings (Normalize, length limit) in the export, and the

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simcse_weince.core.checks import check_at_least, check_choice
+from simcse_weince.core.checks import check_at_least, check_choice, integer_at_least
 from simcse_weince.text.columns import check_text_columns
 from simcse_weince.text.poolers import Pooler
 from simcse_weince.text.positions import MIN_SEQ_LENGTH
@@ -29,9 +29,17 @@ class ModelArguments:
     )
     pooler: Pooler = field(default="cls", metadata={"help": "cls | cls_before_pooler | avg | avg_first_last"})
     mlp_only_train: bool = field(default=True, metadata={"help": "With pooler cls: the MLP in training only."})
+    length_groups: int = field(
+        default=2,
+        metadata={
+            "help": "Encode a training batch in this many forwards of rows of similar length, each padded to its own "
+            "longest row: the same embeddings for fewer padded tokens (1: one forward padded to the batch's longest)."
+        },
+    )
 
     def __post_init__(self) -> None:
         check_choice("pooler", self.pooler, Pooler)
+        integer_at_least(1)("length_groups", self.length_groups)
         self.overrides()  # a malformed config_overrides fails now, not after the tokenizer loaded
 
     def overrides(self) -> dict:

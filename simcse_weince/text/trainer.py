@@ -1,9 +1,9 @@
 """``SimCSETrainer`` and its STS-B dev evaluator.
 
-The trainer fills in two hooks of :class:`~simcse_weince.training.trainer.ContrastiveTrainer`:
-``negative_mask`` (identical sentences of the batch are not each other's negatives) and, for supervised rows,
-``absent_negatives`` (a row's hard negative that the data lack, known by its key: no one's candidate). The
-views come from the model's own forward (one forward of 2B rows). With ``gradient_cache_chunk_size = c`` that
+The trainer fills in two hooks of :class:`~simcse_weince.training.trainer.ContrastiveTrainer`: ``negative_mask``
+(identical sentences of the batch are not each other's negatives) and, for supervised rows, ``absent_negatives`` (a
+row's hard negative that the data lack, known by its key: no one's candidate). The views come from the model's own
+forward (the 2B rows in ``length_groups`` forwards of similar length). With ``gradient_cache_chunk_size = c`` that
 forward is cut into chunks of c sentences (2c rows: both dropout views of each), replayed with the same dropout
 masks; the duplicate mask stays over the whole batch (and over all processes when negatives are gathered).
 

@@ -204,6 +204,7 @@ def checkpoint_damage(folder: str | Path) -> list[str] | None:
 # record lacks the key, and resuming it with that value is no change.
 ADDED_SETTINGS: dict[str, Any] = {
     "data.validation": "stsb",
+    "model.length_groups": 1,  # one forward a batch, before length groups
     # every loss's knobs and the extra top-M terms (off), at their defaults: a loss or a knob added later is one
     # the earlier run did not have, so at its default it is no change (a knob of several losses: the first's)
     **{f"loss.{f.name}": f.default for config in reversed(loss_configs()) for f in dataclasses.fields(config)},

@@ -179,6 +179,8 @@ def test_trainer_run_with_accumulation_matches_the_uncached_run(
     got, logs = train_two_steps(tiny_bert_dir, texts, tmp_path / "cached", 5, precision)
     if precision != "fp32":
         for name, w in want.items():
+            if name.endswith("attention.self.key.bias"):
+                continue  # exactly 0 (a softmax is shift-invariant): bf16 rounding noise, whatever the padding
             scale = float(w.abs().max())
             torch.testing.assert_close(got[name], w, rtol=0.02, atol=0.02 * scale, msg=name)
     else:

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 from simcse_weince.losses.layout import BatchKind
 from simcse_weince.text.encoder import SentenceTransformerEncoder, SimCSEEncoder
 from simcse_weince.text.export import export_sentence_transformer
-from simcse_weince.text.model import SimCSEModel, inference_pooler_for, load_hf_encoder
+from simcse_weince.text.model import SimCSEModel, inference_pooler_for, length_groups, load_hf_encoder
 from simcse_weince.text.poolers import pool
 
 SENTENCES = [
@@ -47,18 +47,82 @@ def test_inference_pooler() -> None:
     assert inference_pooler_for("avg", True) == "avg"
 
 
+def _widths(model: SimCSEModel) -> list[tuple[int, int]]:
+    """(rows, width) of every forward the encoder runs from now on."""
+    seen: list[tuple[int, int]] = []
+    model.encoder.embeddings.register_forward_hook(lambda m, i, o: seen.append(tuple(o.shape[:2])))
+    return seen
+
+
 def test_one_forward_of_two_b_rows_and_dropout_views(tiny_bert_dir: Path) -> None:
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True), pooler="cls").train()
-    calls: list[int] = []
-    model.encoder.register_forward_hook(lambda m, args, kwargs_out: calls.append(1), with_kwargs=False)
-    seen: list[int] = []
-    model.encoder.embeddings.register_forward_hook(lambda m, i, o: seen.append(o.shape[0]))
-    out = model(**_batch(tok))
-    assert len(calls) == 1 and seen == [6]  # ONE forward of 2B rows
+    model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True), "cls", length_groups=1).train()
+    seen = _widths(model)
+    batch = _batch(tok)
+    out = model(**batch)
+    assert seen == [(6, batch["input_ids"].shape[1])]  # ONE forward of 2B rows
     assert out["anchors"].shape == out["positives"].shape == (3, 32)
     assert not torch.allclose(out["anchors"], out["positives"])  # dropout makes two views
+    model.eval()
+    out = model(**_batch(tok))
+    torch.testing.assert_close(out["anchors"], out["positives"])
+
+
+def test_length_groups_closed_form() -> None:
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [0, 0, 0, 0, 0]])
+    groups = length_groups(mask, 2)  # extents 3, 1, 5, 2, 0 → sorted rows 4, 1, 3 | 0, 2
+    assert [(r.tolist(), w) for r, w in groups] == [([4, 1, 3], 2), ([0, 2], 5)]
+    assert [(r.tolist(), w) for r, w in length_groups(mask, 9)] == [([4], 1), ([1], 1), ([3], 2), ([0], 3), ([2], 5)]
+    assert [(r.tolist(), w) for r, w in length_groups(mask, 1)] == [([4, 1, 3, 0, 2], 5)]
+    left = torch.tensor([[0, 0, 1], [0, 1, 1]])  # left padding: every row ends at the last column, nothing cut
+    assert [w for _, w in length_groups(left, 2)] == [3, 3]
+    with pytest.raises(ValueError, match=r"^length_groups must be an integer >= 1, got 0$"):
+        SimCSEModel(torch.nn.Linear(1, 1), "avg", length_groups=0)
+
+
+@pytest.mark.parametrize(("pooler", "kind"), [("cls", "views"), ("avg", "views"), ("avg_first_last", "triplets")])
+def test_length_groups_same_embeddings_and_gradients(tiny_bert_dir: Path, pooler: str, kind: str) -> None:
+    """Rows encoded in groups, each padded to its own longest, give the embeddings and the gradient of one
+    forward padded to the batch's longest (dropout off), with fewer padded positions."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    words = "the quick brown fox jumps over a lazy dog while seven cats watch from the old red barn".split()
+    texts = [" ".join(words[: 2 + 3 * i % 17]) for i in range(12)]
+    if kind == "views":
+        batch = dict(tok(texts, padding=True, return_tensors="pt"))
+    else:  # (B, 3, L): anchor, positive, hard negative
+        enc = tok(texts, padding=True, return_tensors="pt")
+        batch = {k: v.view(4, 3, -1) for k, v in enc.items()}
+    no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    torch.manual_seed(0)
+    model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True, config_overrides=no_dropout), pooler)
+    seen = _widths(model.train())
+    results = []
+    for groups in (1, 3):
+        model.length_groups = groups
+        out = model(**batch, kind=kind)
+        z = torch.cat([out["anchors"], out["positives"], *out.get("negatives", [])])
+        model.zero_grad()
+        z.sin().sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((z.detach(), grads, list(seen)))
+        seen.clear()
+    (z1, g1, seen1), (z3, g3, seen3) = results
+    torch.testing.assert_close(z3, z1, atol=1e-5, rtol=1e-5)
+    assert g1.keys() == g3.keys() and len(g1) > 10
+    for name in g1:
+        torch.testing.assert_close(g3[name], g1[name], atol=1e-5, rtol=1e-4, msg=name)
+    rows = seen1[0][0]
+    assert len(seen1) == 1 and len(seen3) == 3 and sum(r for r, _ in seen3) == rows
+    assert sum(r * w for r, w in seen3) < 0.8 * rows * seen1[0][1]  # the padded positions left out
+
+
+def test_length_groups_keep_two_dropout_views(tiny_bert_dir: Path) -> None:
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True), "avg", length_groups=2).train()
+    out = model(**_batch(tok))
+    assert not torch.allclose(out["anchors"], out["positives"])
     model.eval()
     out = model(**_batch(tok))
     torch.testing.assert_close(out["anchors"], out["positives"])
@@ -109,7 +173,7 @@ def test_absent_hard_negatives_are_not_encoded(tiny_bert_dir: Path) -> None:
     seen: list[int] = []
     model.encoder.embeddings.register_forward_hook(lambda m, i, o: seen.append(o.shape[0]))
     out = model(**batch)
-    assert seen == [7]  # 9 texts, 2 absent
+    assert sum(seen) == 7  # 9 texts, 2 absent
     assert torch.equal(out["negatives"][0, 1:], torch.zeros(2, 32))
     present = model(**tok([t for row in texts for t in row if t], padding=True, return_tensors="pt"))
     together = torch.cat([out["anchors"], out["positives"], out["negatives"][0, :1]])

@@ -99,7 +99,7 @@ def test_supervised_rows_reach_the_model_and_the_loss(
     assert results["steps"] == 3 and results["text"]["text_columns"] == ["sent0", "sent1", "hard_neg"][:n]
     assert results["text"]["sentences"] == {"triplets": 251, "pairs": 1033, "mixed": 1284}[kind]
     assert results["text"]["rows_by_negatives"] == {"triplets": [0, 251], "pairs": [], "mixed": [1033, 251]}[kind]
-    assert [s[:2] for s in inputs.shapes] == [(16, n)] * 3  # one forward of the B rows' n texts each
+    assert [s[:2] for s in inputs.shapes] == [(16, n)] * 3  # the B rows' n texts each, in one model call
     training_calls = [c for c in loss_calls if c is not None] if n == 3 else loss_calls
     assert training_calls[:3] == ([(1, 16, 32)] * 3 if n == 3 else [None] * 3)
     assert results["loss"]["hard_negative_weight"] == 1.0 and results["inference_pooler"] == "cls"
