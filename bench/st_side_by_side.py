@@ -160,7 +160,7 @@ def st_model(opts: argparse.Namespace) -> Any:
     return model
 
 
-def st_train(recipe: str, opts: argparse.Namespace, out: str, timer: StepTimer) -> None:
+def st_train(recipe: str, opts: argparse.Namespace, out: str, callbacks: list) -> None:
     """sentence-transformers' recipe: MNRL (scale 20, τ = 0.05) with its own Trainer, no saving or evaluation."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer
@@ -183,7 +183,7 @@ def st_train(recipe: str, opts: argparse.Namespace, out: str, timer: StepTimer) 
     )  # fmt: skip
     loss = MultipleNegativesRankingLoss(model, scale=20.0)
     trainer = SentenceTransformerTrainer(
-        model=model, args=args, train_dataset=Dataset.from_dict(data), loss=loss, callbacks=[timer.callback()]
+        model=model, args=args, train_dataset=Dataset.from_dict(data), loss=loss, callbacks=callbacks
     )
     trainer.train()
 
@@ -225,14 +225,20 @@ def child(opts: argparse.Namespace) -> dict[str, float]:
     if opts.recipe == "encode":
         return encode_seconds(opts.side, opts)
     timer = StepTimer()
+    profiler = None
+    if opts.profile:
+        from train_throughput import StepProfiler
+
+        profiler = StepProfiler(opts.profile)
+    callbacks = [timer.callback()] + ([profiler.as_callback()] if profiler else [])
     with tempfile.TemporaryDirectory() as out:
         if opts.side == "ours":
             from simcse_weince.cli.train_text import run
 
-            run(ours_argv(opts.recipe, opts, out), callbacks=[timer.callback()])
+            run(ours_argv(opts.recipe, opts, out), callbacks=callbacks)
         else:
-            st_train(opts.recipe, opts, out, timer)
-    return timer.figures(opts.warmup)
+            st_train(opts.recipe, opts, out, callbacks)
+    return timer.figures(opts.warmup) | ({"profile": profiler.breakdown()} if profiler else {})
 
 
 # ---- the parent: pairs, ratios, table ------------------------------------------------------------------------
@@ -241,6 +247,7 @@ def run_side(recipe: str, side: str, opts: argparse.Namespace, rows: Path, model
         sys.executable, __file__, "--child", side, "--recipe", recipe, "--steps", str(opts.steps), "--batch",
         str(opts.batch), "--max-len", str(opts.max_len), "--warmup", str(opts.warmup), "--rows", str(rows),
         "--model", model, *(["--device", opts.device] if opts.device else []), f"--ours-args={opts.ours_args}",
+        "--profile", str(opts.profile),
     ]  # fmt: skip
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=child_env(TOKENIZERS_PARALLELISM="false"), capture_output=True,
@@ -293,6 +300,17 @@ def print_rows(recipe: str, row: dict[str, dict]) -> None:
         print(f"{recipe:<8}{names[key]:<24}{fig['ours']:>10.3f}{fig['st']:>10.3f}{ratio}  {pairs}", flush=True)
 
 
+def print_profiles(recipe: str, results: dict[str, list[dict]]) -> None:
+    """Each side's first profiled run: ms per step by phase, then its top operators by self time."""
+    for side in SIDES:
+        prof = results[side][0].get("profile")
+        if prof:
+            phases = ", ".join(f"{k} {v:.1f}" for k, v in prof["phases_ms"].items())
+            print(f"{recipe:<8}{side} profile, ms per step: {phases}")
+            print(f"{'':<8}{side} top ops (self ms per step): " + ", ".join(
+                f"{k} {v:.1f}" for k, v in prof["top_ops_ms"].items()))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--recipes", nargs="+", choices=RECIPES, default=list(RECIPES))
@@ -304,6 +322,7 @@ def main() -> None:
     ap.add_argument("--model", default=MINILM, help="a model both sides load (default: the offline MiniLM)")
     ap.add_argument("--device", help="both sides' device (default: each tool's own choice)")
     ap.add_argument("--ours-args", default="", help="more arguments of our command, e.g. '--length_groups 1'")
+    ap.add_argument("--profile", type=int, default=0, help="profile N steps after 3 of each run (torch.profiler)")
     ap.add_argument("--toy", action="store_true", help="a 2-layer BERT from a config, 4 steps, 1 pair")
     ap.add_argument("--json", type=Path, help="also write the summary here")
     ap.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
@@ -330,6 +349,8 @@ def main() -> None:
                     results[side].append(run_side(recipe, side, opts, rows, model))
             summary[recipe] = summarise(recipe, results) | {"runs": results}
             print_rows(recipe, {k: v for k, v in summary[recipe].items() if k != "runs"})
+            if opts.profile:
+                print_profiles(recipe, results)
             if opts.json:
                 opts.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 

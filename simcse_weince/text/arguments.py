@@ -30,7 +30,7 @@ class ModelArguments:
     pooler: Pooler = field(default="cls", metadata={"help": "cls | cls_before_pooler | avg | avg_first_last"})
     mlp_only_train: bool = field(default=True, metadata={"help": "With pooler cls: the MLP in training only."})
     length_groups: int = field(
-        default=2,
+        default=4,
         metadata={
             "help": "Encode a training batch in this many forwards of rows of similar length, each padded to its own "
             "longest row: the same embeddings for fewer padded tokens (1: one forward padded to the batch's longest)."

@@ -128,3 +128,16 @@ def test_st_side_by_side_runs_every_recipe_on_both_sides_in_alternating_pairs(tm
         assert f"{recipe:<8}" in proc.stdout
     startup = summary["startup"]["runs"]  # the imports are timed inside the process, so they are part of it
     assert all(r["step_s"] < r["process_s"] for side in ("ours", "st") for r in startup[side])
+
+
+def test_length_groups_bench_prints_positions_and_speed_per_group_count() -> None:
+    """``bench/length_groups.py --toy``: one row per g; the token positions fall as g grows (g = 1 the
+    reference), every g timed."""
+    cmd = [sys.executable, "bench/length_groups.py", "--toy"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert [int(r[0]) for r in rows] == [1, 2, 4, 8], proc.stdout
+    shares = [float(r[2]) for r in rows]
+    assert shares[0] == 1.0 and shares == sorted(shares, reverse=True) and shares[-1] < 0.9, proc.stdout
+    assert all(float(r[3]) > 0 and r[4].endswith("x") for r in rows), proc.stdout

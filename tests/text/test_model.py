@@ -97,9 +97,12 @@ def test_length_groups_same_embeddings_and_gradients(tiny_bert_dir: Path, pooler
     torch.manual_seed(0)
     model = SimCSEModel(load_hf_encoder(str(tiny_bert_dir), from_config=True, config_overrides=no_dropout), pooler)
     seen = _widths(model.train())
+    lookups: list[int] = []
+    model.encoder.embeddings.word_embeddings.register_forward_hook(lambda m, i, o: lookups.append(o.shape[0]))
     results = []
-    for groups in (1, 3):
+    for groups, table in ((1, True), (3, True), (3, False)):  # (3, False): an encoder of another layout
         model.length_groups = groups
+        model._word_embeddings = (lambda: None) if not table else type(model)._word_embeddings.__get__(model)
         out = model(**batch, kind=kind)
         z = torch.cat([out["anchors"], out["positives"], *out.get("negatives", [])])
         model.zero_grad()
@@ -107,12 +110,14 @@ def test_length_groups_same_embeddings_and_gradients(tiny_bert_dir: Path, pooler
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
         results.append((z.detach(), grads, list(seen)))
         seen.clear()
-    (z1, g1, seen1), (z3, g3, seen3) = results
-    torch.testing.assert_close(z3, z1, atol=1e-5, rtol=1e-5)
-    assert g1.keys() == g3.keys() and len(g1) > 10
-    for name in g1:
-        torch.testing.assert_close(g3[name], g1[name], atol=1e-5, rtol=1e-4, msg=name)
+    (z1, g1, seen1), (z3, g3, seen3), (z3_ids, g3_ids, _) = results
+    for z, g in ((z3, g3), (z3_ids, g3_ids)):
+        torch.testing.assert_close(z, z1, atol=1e-5, rtol=1e-5)
+        assert g1.keys() == g.keys() and len(g1) > 10
+        for name in g1:
+            torch.testing.assert_close(g[name], g1[name], atol=1e-5, rtol=1e-4, msg=name)
     rows = seen1[0][0]
+    assert lookups[:2] == [rows, rows] and len(lookups) == 5  # once a forward with the table, else once a group
     assert len(seen1) == 1 and len(seen3) == 3 and sum(r for r, _ in seen3) == rows
     assert sum(r * w for r, w in seen3) < 0.8 * rows * seen1[0][1]  # the padded positions left out
 

@@ -277,6 +277,8 @@ def test_the_field_losses_train_from_the_command_line(
         ["--temperature", "-1"],
         ["--link_a_max", "5"],
         ["--link_b_min", "1"],
+        ["--length_groups", "0"],
+        ["--length_groups", "1.5"],
         ["--loss", "softmax"],
         ["--source_batches", "by_file"],
     ],

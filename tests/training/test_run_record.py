@@ -31,3 +31,16 @@ def test_a_run_recorded_before_the_top_m_terms_resumes_with_them_off(tmp_path: P
     assert check_resume(tmp_path, now, set()) == {}
     with pytest.raises(ConfigError, match=r"topm_weibit_weight: 0.0 in the checkpoint, 0.5 now"):
         check_resume(tmp_path, now | {"loss.topm_weibit_weight": 0.5}, set())
+
+
+def test_a_run_recorded_before_length_groups_resumes_with_one_forward(tmp_path: Path) -> None:
+    """A record without ``model.length_groups`` encoded each batch in one forward: it resumes with
+    ``length_groups 1``; the new default (2) draws other dropout masks, a difference named until allowed."""
+    (tmp_path / RECORD).write_text(json.dumps({"data.max_seq_length": 32}))
+    now = {"data.max_seq_length": 32, "model.length_groups": 1}
+    assert check_resume(tmp_path, now, set()) == {}
+    with pytest.raises(ConfigError, match=r"length_groups: 1 in the checkpoint, 2 now"):
+        check_resume(tmp_path, now | {"model.length_groups": 2}, set())
+    assert check_resume(tmp_path, now | {"model.length_groups": 2}, {"length_groups"}) == {
+        "model.length_groups": (1, 2)
+    }
