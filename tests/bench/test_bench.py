@@ -130,6 +130,26 @@ def test_st_side_by_side_runs_every_recipe_on_both_sides_in_alternating_pairs(tm
     assert all(r["step_s"] < r["process_s"] for side in ("ours", "st") for r in startup[side])
 
 
+@pytest.mark.timeout(600)
+def test_st_side_by_side_profiles_both_sides_and_passes_our_arguments(tmp_path: Path) -> None:
+    """``--profile 1 --ours-args '--length_groups 1'``: each side's step split into phases; our command takes
+    the extra argument (a bad one stops our side's run, so the benchmark fails naming it)."""
+    base = [sys.executable, "bench/st_side_by_side.py", "--toy", "--recipes", "unsup", "--profile", "1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = tmp_path / "profile.json"
+    proc = subprocess.run([*base, "--ours-args=--length_groups 1", "--json", str(out)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = json.loads(out.read_text(encoding="utf-8"))["unsup"]["runs"]
+    for side in ("ours", "st"):
+        phases = runs[side][0]["profile"]["phases_ms"]
+        assert phases["total"] > 0 and phases["encoder forward"] > 0 and phases["backward"] > 0
+        assert f"{side} profile, ms per step:" in proc.stdout
+    bad = subprocess.run([*base, "--ours-args=--length_groups 0"], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    assert bad.returncode != 0 and "length_groups must be an integer >= 1, got 0" in bad.stdout + bad.stderr
+
+
 def test_length_groups_bench_prints_positions_and_speed_per_group_count() -> None:
     """``bench/length_groups.py --toy``: one row per g; the token positions fall as g grows (g = 1 the
     reference), every g timed."""
