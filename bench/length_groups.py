@@ -24,20 +24,27 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import write_bert
+from common import REPO, write_bert
 
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
-FILES = ("wiki1m_sample/wiki1m_for_simcse.head1280000bytes.txt", "wikipedia_en_gensim_sample/sentences.txt")
+from simcse_weince.core.model_sources import OFFLINE_MINILM, resolve_model_path
+
+QUICKSTART = REPO / "configs" / "quickstart.yaml"
 
 
 def training_lines() -> list[str]:
-    """The quickstart's training sentences (both files; the byte-range cut's partial last line left out)."""
-    from simcse_weince.core.paths import data_root
+    """The quickstart's training sentences: its ``train_files``, read as training reads them (its
+    ``drop_unterminated_last_line`` files without their cut-off last line)."""
+    import yaml
 
+    from simcse_weince.core.paths import resolve_data_path
+    from simcse_weince.text.sources import is_cut_file
+    from simcse_weince.text.sources.lines import read_sentences
+
+    config = yaml.safe_load(QUICKSTART.read_text(encoding="utf-8"))
     lines: list[str] = []
-    for name in FILES:
-        text = (data_root() / name).read_text(encoding="utf-8").splitlines()
-        lines += [s for s in (text[:-1] if name.startswith("wiki1m") else text) if s.strip()]
+    for name in config["train_files"]:
+        path = resolve_data_path(name)
+        lines += read_sentences(path, is_cut_file(path, config.get("drop_unterminated_last_line")))
     return lines
 
 
@@ -59,7 +66,7 @@ def main() -> None:
     ap.add_argument("--max-len", type=int, default=32)
     ap.add_argument("--draws", type=int, default=1000, help="random batches for the token positions")
     ap.add_argument("--batches", type=int, default=24, help="timed batches (each run once per g)")
-    ap.add_argument("--model", default=MINILM)
+    ap.add_argument("--model", default=OFFLINE_MINILM)
     ap.add_argument("--toy", action="store_true", help="a 2-layer BERT from a config, 3 timed batches")
     opts = ap.parse_args()
     if opts.groups[0] != 1:
@@ -69,7 +76,6 @@ def main() -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from simcse_weince.core.model_sources import resolve_model_path
     from simcse_weince.losses import make_loss
     from simcse_weince.text.model import SimCSEModel, load_hf_encoder
 

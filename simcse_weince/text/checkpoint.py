@@ -83,8 +83,7 @@ def inference_settings(path: str | Path) -> tuple[bool, int | None]:
 
 
 def load_text_checkpoint(name_or_path: str, pooler: str | None = None) -> TextCheckpoint:
-    """Load a text encoder as a :class:`SimCSEModel` (on the CPU), whose training-mode forward (the dropout views
-    the diagnostics score) encodes a batch in one forward (``length_groups`` 1), as every stored diagnosis was made.
+    """Load a text encoder as a :class:`SimCSEModel` (on the CPU).
 
     Args:
         name_or_path: a training output folder, a SentenceTransformer folder, a HF encoder folder or Hub name.
@@ -112,7 +111,7 @@ def load_text_checkpoint(name_or_path: str, pooler: str | None = None) -> TextCh
 
     pooler = pooler or "cls_before_pooler"
     with reading(src, "the model", DAMAGED_MODEL) if path.exists() else nullcontext():
-        model = SimCSEModel(load_hf_encoder(src), pooler=pooler, mlp_only_train=True, length_groups=1)
+        model = SimCSEModel(load_hf_encoder(src), pooler=pooler, mlp_only_train=True)
         tokenizer = AutoTokenizer.from_pretrained(src)
     return TextCheckpoint(model, tokenizer, None, False, f"AutoModel, pooler {pooler}")
 
@@ -147,12 +146,12 @@ def _from_sentence_transformer(path: Path, pooler: str | None) -> TextCheckpoint
     encoder, tokenizer = transformer.auto_model.float(), transformer.tokenizer  # fp32 however it was stored
     max_length = st.max_seq_length
     if pooler is not None:  # the user's pooling of the transformer, the folder's other modules ignored
-        model = SimCSEModel(encoder, pooler=pooler, mlp_only_train=True, length_groups=1)
+        model = SimCSEModel(encoder, pooler=pooler, mlp_only_train=True)
         return TextCheckpoint(model, tokenizer, max_length, False, f"{description}, transformer pooled {pooler}")
     if getattr(transformer, "do_lower_case", False):
         raise UnsupportedSentenceTransformer(f"{path}: the Transformer module lowercases the text itself")
     pooler, mlp, normalize = _match_modules(mods[1:], kinds[1:], encoder.config.num_hidden_layers)
-    model = SimCSEModel(encoder, pooler=pooler, mlp_only_train=mlp is None, length_groups=1)
+    model = SimCSEModel(encoder, pooler=pooler, mlp_only_train=mlp is None)
     if mlp is not None:
         model.mlp[0].load_state_dict(mlp.state_dict())
     return TextCheckpoint(model, tokenizer, max_length, normalize, description)

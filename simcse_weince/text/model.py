@@ -85,15 +85,16 @@ class SimCSEModel(nn.Module):
         pooler: one of ``cls``, ``cls_before_pooler``, ``avg``, ``avg_first_last``.
         mlp_only_train: with ``cls``, use the MLP in training only (the unsupervised SimCSE recipe).
         length_groups: forwards per batch, each over rows of similar length padded to their own longest
-            (:func:`length_groups`; 1: one forward padded to the batch's longest). The embeddings are the same;
-            dropout draws its masks per forward, so a seeded run's weights depend on it.
+            (:func:`length_groups`; 1, the default here: one forward padded to the batch's longest; training
+            takes its ``--length_groups``, default 4). The embeddings are the same; dropout draws its masks per
+            forward, so a seeded run's weights depend on it.
 
     Raises:
         ValueError: ``length_groups`` below 1.
     """
 
     def __init__(
-        self, encoder: PreTrainedModel, pooler: str = "cls", mlp_only_train: bool = True, length_groups: int = 4
+        self, encoder: PreTrainedModel, pooler: str = "cls", mlp_only_train: bool = True, length_groups: int = 1
     ) -> None:
         super().__init__()
         validate_pooler(pooler)
@@ -111,10 +112,10 @@ class SimCSEModel(nn.Module):
     def inference_pooler(self) -> str:
         return inference_pooler_for(self.pooler, self.mlp_only_train)
 
-    def _pooled(self, pooler: str, input_ids, attention_mask, token_type_ids, inputs_embeds=None) -> torch.Tensor:
-        """The pooled encoder output of ``input_ids`` (or of their looked-up word vectors ``inputs_embeds``)."""
-        kwargs = {"input_ids": input_ids} if inputs_embeds is None else {"inputs_embeds": inputs_embeds}
-        kwargs["attention_mask"] = attention_mask
+    def _pooled(self, pooler: str, attention_mask, token_type_ids, **tokens: torch.Tensor) -> torch.Tensor:
+        """The pooled encoder output of ``tokens``: ``input_ids``, or their looked-up word vectors
+        ``inputs_embeds``."""
+        kwargs = {**tokens, "attention_mask": attention_mask}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
         out = self.encoder(**kwargs, output_hidden_states=needs_hidden_states(pooler), return_dict=True)
@@ -162,20 +163,22 @@ class SimCSEModel(nn.Module):
         """The training embeddings of (N, L) texts: the training pooler, then the MLP (``cls``), the rows
         encoded in :attr:`length_groups` forwards and returned in their order."""
         if self.length_groups == 1:
-            z = self._pooled(self.pooler, input_ids, attention_mask, token_type_ids)
+            z = self._pooled(self.pooler, attention_mask, token_type_ids, input_ids=input_ids)
         else:
             # One lookup of the whole batch's words: the word table's gradient, a dense (vocabulary × H) tensor,
             # is then made once a step, not once a group (4 × 47 MB zero-filled and summed for MiniLM's table).
             table = self._word_embeddings()
             words = None if table is None else table(input_ids)
-            parts, rows_in_order = [], []
-            for rows, width in length_groups(attention_mask, self.length_groups):
+            groups = length_groups(attention_mask, self.length_groups)
+            parts = []
+            for rows, width in groups:
                 tti = None if token_type_ids is None else token_type_ids[rows, :width]
-                looked_up = None if words is None else words[rows, :width]
-                ids = input_ids[rows, :width]
-                parts.append(self._pooled(self.pooler, ids, attention_mask[rows, :width], tti, looked_up))
-                rows_in_order.append(rows)
-            z = torch.cat(parts)[torch.argsort(torch.cat(rows_in_order))]
+                tokens = (
+                    {"input_ids": input_ids[rows, :width]} if words is None else {"inputs_embeds": words[rows, :width]}
+                )
+                parts.append(self._pooled(self.pooler, attention_mask[rows, :width], tti, **tokens))
+            order = torch.cat([rows for rows, _ in groups])  # the rows sorted by length
+            z = torch.cat(parts)[torch.argsort(order)]
         return z if self.mlp is None else self.mlp(z)
 
     def _forward_rows(self, input_ids, attention_mask, token_type_ids, kind: BatchKind) -> dict[str, torch.Tensor]:
@@ -209,7 +212,7 @@ class SimCSEModel(nn.Module):
     ) -> torch.Tensor:
         """Sentence embeddings (N, H) with the inference pooler (no dropout: call ``eval()`` first)."""
         pooler = self.inference_pooler
-        z = self._pooled(pooler, input_ids, attention_mask, token_type_ids)
+        z = self._pooled(pooler, attention_mask, token_type_ids, input_ids=input_ids)
         if pooler == "cls" and self.mlp is not None:
             z = self.mlp(z)
         return z
