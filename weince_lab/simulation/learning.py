@@ -87,9 +87,19 @@ class TrainConfig:
     pairs: int = field(default=100_000, metadata=checks.setting(_AT_LEAST_1, "The training sample size, >= 1."))
     lr: float = field(default=0.02, metadata=checks.setting(checks.positive_finite, "Adam's learning rate, > 0."))
     seed: int = 0
+    anneal: int = field(
+        default=0,
+        metadata=checks.setting(
+            checks.integer_at_least(0), "The last steps, over which the rate decays linearly to 0 (0: constant)."
+        ),
+    )
 
     def __post_init__(self) -> None:
         checks.check_fields(self)
+        if self.anneal >= self.steps:
+            raise ValueError(
+                f"anneal must be < steps ({self.steps}): a run needs a step at the full rate, got {self.anneal}"
+            )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -124,7 +134,7 @@ def checked_state(result: TrainResult, parameters: list[torch.Tensor], loss: Con
     the budget again."""
     if result.check is None:
         raise ValueError("the run was not continued to a convergence check (check_steps)")
-    budget = ([p.detach().clone() for p in parameters], copy.deepcopy(loss.state_dict()))
+    budget = _state(parameters, loss)
     _load(parameters, loss, result.check.parameters, result.check.loss_state)
     try:
         yield
@@ -161,6 +171,13 @@ def batch_scores(table: torch.Tensor, anchors: torch.Tensor, candidates: torch.T
     )
 
 
+def learning_rate(cfg: TrainConfig, step: int, end: int) -> float:
+    r"""Adam's rate at ``step`` (0-based) of a run of ``end`` steps: η = ``cfg.lr`` until the last A = ``cfg.anneal``
+    steps, then a linear decay, η·(1 − (step − (end − A))/A), whose last step is η/A (A = 0: η throughout)."""
+    start = end - cfg.anneal
+    return cfg.lr if step < start else cfg.lr * (1.0 - (step - start) / cfg.anneal)
+
+
 def _fit(
     universe: Universe,
     loss: ContrastiveLoss,
@@ -170,14 +187,17 @@ def _fit(
     check_steps: int | None = None,
 ) -> TrainResult:
     """The one training loop: ``embed()`` gives the (N, d′) rows of the universe's items (a table, or an encoder of
-    their observations), Adam moves ``parameters``.
+    their observations), Adam moves ``parameters`` at :func:`learning_rate`.
 
-    With ``check_steps`` > ``cfg.steps`` the same run goes on to ``check_steps`` (constant learning rate, the same
-    streams of pairs and negatives: its first ``cfg.steps`` steps are those of a run of ``cfg.steps``) and keeps its
-    state there in ``result.check``; the parameters and the loss are then put back to their values at ``cfg.steps``,
-    so that everything else read of the run is the budget's, bit for bit.
+    With ``check_steps`` > ``cfg.steps`` the run is also continued to ``check_steps`` (the convergence check) and
+    its state there kept in ``result.check``; the parameters and the loss are then put back to their values at
+    ``cfg.steps``, so that everything else read of the run is the budget's, bit for bit. At a constant rate
+    (A = ``cfg.anneal`` = 0) the check is the same run going on. With a final decay the budget and its check share
+    their first ``cfg.steps`` − A steps at the full rate (the same streams of pairs and negatives) and each ends with
+    its own A decaying steps: the check is, bit for bit, a run of ``check_steps`` with the same decay.
     """
     total = max(cfg.steps, check_steps or 0)
+    checking = total > cfg.steps
     data = torch.Generator().manual_seed(2 * cfg.seed)
     anchors_all, positives_all = universe.sample_pairs(cfg.pairs, data)
     # a loss's own parameters (the learned links' α, b) in the same Adam at the same rate
@@ -185,27 +205,42 @@ def _fit(
     optimizer = torch.optim.Adam([*parameters, *own], lr=cfg.lr)
     tail = max(1, cfg.steps // 10)
     losses, lams, betas = [], [], []
-    for step in range(total):
-        rows = torch.randint(0, cfg.pairs, (cfg.batch,), generator=data)
-        anchors = anchors_all[rows]
-        negatives = universe.sample_negatives(anchors, cfg.negatives, data)
-        candidates = torch.cat([positives_all[rows, None], negatives], dim=1)
-        value = loss.loss_from_scores(batch_scores(embed(), anchors, candidates))
-        optimizer.zero_grad(set_to_none=True)
-        value.backward()
-        optimizer.step()
-        if cfg.steps - tail <= step < cfg.steps:
-            losses.append(value.detach())
-            if isinstance(loss, loss_class("weince")) and loss.last_statistics is not None:
-                lams.append(loss.last_statistics.lam.mean())
-                betas.append(loss.last_statistics.beta.mean())
-        if step + 1 == cfg.steps and total > cfg.steps:
-            budget = ([p.detach().clone() for p in parameters], copy.deepcopy(loss.state_dict()))
+
+    def steps(first: int, last: int, end: int, budget: bool) -> None:
+        for step in range(first, last):
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(cfg, step, end)
+            rows = torch.randint(0, cfg.pairs, (cfg.batch,), generator=data)
+            anchors = anchors_all[rows]
+            negatives = universe.sample_negatives(anchors, cfg.negatives, data)
+            candidates = torch.cat([positives_all[rows, None], negatives], dim=1)
+            value = loss.loss_from_scores(batch_scores(embed(), anchors, candidates))
+            optimizer.zero_grad(set_to_none=True)
+            value.backward()
+            optimizer.step()
+            if budget and cfg.steps - tail <= step:
+                losses.append(value.detach())
+                if isinstance(loss, loss_class("weince")) and loss.last_statistics is not None:
+                    lams.append(loss.last_statistics.lam.mean())
+                    betas.append(loss.last_statistics.beta.mean())
+
+    fork = cfg.steps - cfg.anneal  # the steps the budget and its check share
+    steps(0, fork, cfg.steps, budget=True)
+    shared = None
+    if checking and cfg.anneal:
+        shared = (_state(parameters, loss), copy.deepcopy(optimizer.state_dict()), data.get_state())
+    steps(fork, cfg.steps, cfg.steps, budget=True)
     check = None
-    if total > cfg.steps:
+    if checking:
+        budget = _state(parameters, loss)
+        if shared is not None:
+            _load(parameters, loss, *shared[0])
+            optimizer.load_state_dict(shared[1])
+            data.set_state(shared[2])
+        steps(cfg.steps if shared is None else fork, total, total, budget=False)
         with torch.no_grad():
             table = torch.nn.functional.normalize(embed().double(), dim=1)
-        check = Check(total, table, [p.detach().clone() for p in parameters], copy.deepcopy(loss.state_dict()))
+        check = Check(total, table, *_state(parameters, loss))
         _load(parameters, loss, *budget)
     with torch.no_grad():
         final = torch.nn.functional.normalize(embed().double(), dim=1)
@@ -217,6 +252,10 @@ def _fit(
         loss.learned_values(),
         check,
     )
+
+
+def _state(parameters: list[torch.Tensor], loss: ContrastiveLoss) -> tuple[list[torch.Tensor], dict]:
+    return [p.detach().clone() for p in parameters], copy.deepcopy(loss.state_dict())
 
 
 def train_table(

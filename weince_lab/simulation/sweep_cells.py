@@ -173,7 +173,14 @@ def proposition_figures(settings: SweepSettings, cell: dict, universe: Universe,
 def _train_config(settings: SweepSettings, cell: dict) -> TrainConfig:
     s = settings
     return TrainConfig(
-        negatives=cell["k"], dim=s.dim, steps=s.steps, batch=s.batch, pairs=cell["pairs"], lr=s.lr, seed=cell["seed"]
+        negatives=cell["k"],
+        dim=s.dim,
+        steps=s.steps,
+        batch=s.batch,
+        pairs=cell["pairs"],
+        lr=s.lr,
+        seed=cell["seed"],
+        anneal=s.anneal,
     )
 
 
@@ -182,13 +189,15 @@ def check_steps(steps: int) -> int:
     return math.ceil(CHECK_FACTOR * steps)
 
 
-def convergence(steps: int, gap: float, check: int, check_gap: float) -> dict:
-    """A cell's convergence check: its universe KL at its ``steps`` and at ``check`` steps of the same run, how
-    far it moved, and whether by at most :data:`KL_TOLERANCE` nats (``converged``)."""
+def convergence(steps: int, gap: float, check: int, check_gap: float, anneal: int = 0) -> dict:
+    """A cell's convergence check: its universe KL at its ``steps`` and at ``check`` steps of the same run (with a
+    final decay of the rate over ``anneal`` steps, recorded when > 0: the two runs share all but their own last
+    ``anneal`` steps), how far it moved, and whether by at most :data:`KL_TOLERANCE` nats (``converged``)."""
     moved = check_gap - gap
     return {
         "steps": steps, "universe_gap": gap, "check_steps": check, "check_universe_gap": check_gap, "moved": moved,
         "tolerance": KL_TOLERANCE, "converged": bool(abs(moved) <= KL_TOLERANCE),
+        **({"anneal": anneal} if anneal else {}),
     }  # fmt: skip
 
 
@@ -208,7 +217,7 @@ def training_cell(settings: SweepSettings, cell: dict, universe: Universe) -> di
     gap = universe_gap(universe, table, loss)
     return {
         "universe_gap": gap,
-        "convergence": convergence(settings.steps, gap, later, check_gap),
+        "convergence": convergence(settings.steps, gap, later, check_gap, settings.anneal),
         "search_gap": gaps,
         **ranking_and_link(settings, cell, universe, table),
         **geometry(universe, table),
@@ -264,8 +273,8 @@ def encoder_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dic
     gaps = (universe_gap(train_part, result.table, loss), universe_gap(heldout_part, heldout, loss))
     return {
         "convergence": {
-            "train": convergence(settings.steps, gaps[0], later, check_gaps[0]),
-            "heldout": convergence(settings.steps, gaps[1], later, check_gaps[1]),
+            "train": convergence(settings.steps, gaps[0], later, check_gaps[0], settings.anneal),
+            "heldout": convergence(settings.steps, gaps[1], later, check_gaps[1], settings.anneal),
         },
         "train": {
             "universe_gap": gaps[0],

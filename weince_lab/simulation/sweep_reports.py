@@ -351,6 +351,17 @@ _SHORTFALL_COLUMNS = (
 )  # fmt: skip
 
 
+def _runs(check: dict) -> str:
+    """How the check's two runs relate: one run going on at a constant rate, or two ending each in its own decay."""
+    anneal = check.get("anneal", 0)
+    if not anneal:
+        return "of the same run"
+    return (
+        f"of runs whose rate decays linearly to 0 over their last {anneal:,} steps, sharing the "
+        f"{check['steps'] - anneal:,} steps before"
+    )
+
+
 def convergence_section(records: list[dict], fields: Sequence[str]) -> tuple[dict, list[str]]:
     """What a sweep's cells show of their convergence (:func:`~weince_lab.simulation.sweep_cells.convergence`): the
     summary and the report's lines. ``fields`` are the cell's fields holding ``cell`` keys that name an arm. Cells
@@ -371,10 +382,11 @@ def convergence_section(records: list[dict], fields: Sequence[str]) -> tuple[dic
     first = checks_of[0][1]
     converged = sum(c["converged"] for _, c in checks_of)
     summary = {"checked": True, "checks": len(checks_of), "converged": converged, "tolerance": first["tolerance"],
-               "steps": first["steps"], "check_steps": first["check_steps"]}  # fmt: skip
+               "steps": first["steps"], "check_steps": first["check_steps"],
+               **({"anneal": first["anneal"]} if first.get("anneal") else {})}  # fmt: skip
     lines = [
         "",
-        f"**Convergence** (universe KL at {first['steps']:,} and at {first['check_steps']:,} steps of the same run; "
+        f"**Convergence** (universe KL at {first['steps']:,} and at {first['check_steps']:,} steps {_runs(first)}; "
         f"converged when it moved by at most {first['tolerance']:g} nats): {converged} of {len(checks_of)} checks "
         + ("passed." if converged == len(checks_of) else "passed; the arms with a cell that did not:"),
     ]

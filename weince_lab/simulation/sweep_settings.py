@@ -57,7 +57,7 @@ QUICK: dict[str, Any] = {
     "temperature": {"ks": (16,), "taus": (0.1, 0.5), "losses": ("infonce", "weince"), "pairs": (1000, 4000)},
     "encoder": {"ks": (16,), "taus": (0.1,), "losses": ("infonce", "weince"), "pairs": (4000,), "items": 128},
 }  # fmt: skip
-_TRAINING = {"steps", "batch", "lr", "eval_sets", "eval_sizes", "losses", "pairs"}
+_TRAINING = {"steps", "batch", "lr", "anneal", "eval_sets", "eval_sizes", "losses", "pairs"}
 _LINK = {"link_batches", "link_anchors", "link_size"}
 _ENCODER = {"obs_width", "hidden", "noise"}
 _PROPOSITION = {"samples", "variants"}
@@ -175,6 +175,12 @@ def _blend_lambda(name: str, value: Any, owner: Any) -> None:
         kernel_law(kernel, owner.kappa, owner.beta, value)
 
 
+def _anneal(name: str, value: Any, owner: Any) -> None:
+    checks.integer_at_least(0)(name, value, owner)
+    if value >= owner.steps:
+        raise ValueError(f"{name} must be < --steps ({owner.steps}): a run needs a step at the full rate, got {value}")
+
+
 def _option(check: checks.Check, help: str) -> dict[str, Any]:
     return checks.setting(_flag(check), help)
 
@@ -210,6 +216,14 @@ class SweepSettings:
     steps: int = field(default=2000, metadata=_option(checks.integer_at_least(1), "Training steps."))
     batch: int = field(default=256, metadata=_option(_AT_LEAST_2, "Anchors per step."))
     lr: float = field(default=0.02, metadata=_option(checks.positive_finite, "Adam's learning rate."))
+    anneal: int = field(
+        default=0,
+        metadata=_option(
+            _anneal,
+            "The last steps of a run (of the budget and of its convergence check alike), over which Adam's rate "
+            "decays linearly to 0; 0: a constant rate.",
+        ),
+    )
     eval_sets: int = field(
         default=4096, metadata=_option(_AT_LEAST_2, "Fresh candidate sets per size for the search gap.")
     )
@@ -258,11 +272,12 @@ class SweepSettings:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON values (lists for the tuples), in the fields' order; ``variants`` only in the
-        proposition's (the training sweeps do not read it, and their stored settings files stay as they were)."""
+        proposition's (the training sweeps do not read it) and ``anneal`` only when > 0 (a constant rate, as every
+        store made before it had): the stored settings files stay as they were."""
         return {
             f.name: _plain(getattr(self, f.name))
             for f in dataclasses.fields(self)
-            if f.name != "variants" or self.sweep == "proposition"
+            if (f.name != "variants" or self.sweep == "proposition") and (f.name != "anneal" or self.anneal)
         }
 
 

@@ -11,6 +11,7 @@ from weince_lab.simulation.learning import (
     TrainConfig,
     build_loss,
     checked_state,
+    learning_rate,
     observations,
     train_encoder,
     train_table,
@@ -44,6 +45,40 @@ def test_the_budget_is_untouched_and_the_check_is_the_longer_run(name: str) -> N
         if name == "learned_link":
             assert checked.learned_values() == run60.learned != alone.learned
     assert checked.learned_values() == alone.learned  # back at the budget
+
+
+def test_the_rate_is_constant_then_decays_linearly_to_zero_over_the_last_steps() -> None:
+    constant = TrainConfig(steps=10, lr=0.5)
+    assert [learning_rate(constant, step, 10) for step in range(10)] == [0.5] * 10
+    cfg = TrainConfig(steps=10, lr=0.5, anneal=4)
+    rates = [learning_rate(cfg, step, 10) for step in range(10)]
+    assert rates == [0.5] * 6 + [0.5 * (1 - j / 4) for j in range(4)] and rates[-1] == 0.5 / 4
+    assert [learning_rate(cfg, step, 15) for step in range(15)][-5:] == [0.5, *rates[-4:]]  # the check's own decay
+    for bad in (-1, 10, 11, 2.5):
+        with pytest.raises(ValueError, match="anneal"):
+            TrainConfig(steps=10, anneal=bad)
+
+
+@pytest.mark.parametrize("name", ["weince", "learned_link"])
+def test_with_a_final_decay_the_budget_and_the_check_are_each_a_run_of_their_own_length(name: str) -> None:
+    """Budget 40 and check 60, each ending in 10 decaying steps: the budget is bit for bit a run of 40 with that
+    decay, the check a run of 60 with it (the shared 30 steps forked: optimizer, streams and loss state restored),
+    and the learned link's own scalars follow; both differ from a constant rate's."""
+    law = kernel_law("endpoint", beta=3.0)
+    u = make_universe(48, 4, law, seed=1)
+    cfg = TrainConfig(**(CFG.to_dict() | {"anneal": 10}))
+    checked, plain, longer, constant = (build_loss(name, 0.1, law) for _ in range(4))
+    with_check = train_table(u, checked, cfg, check_steps=60)
+    alone = train_table(u, plain, cfg)
+    run60 = train_table(u, longer, TrainConfig(**(cfg.to_dict() | {"steps": 60})))
+    assert torch.equal(with_check.table, alone.table)
+    assert (with_check.final_loss, with_check.lambda_mean, with_check.learned) == (
+        alone.final_loss, alone.lambda_mean, alone.learned)  # fmt: skip
+    assert with_check.check.steps == 60 and torch.equal(with_check.check.table, run60.table)
+    with checked_state(with_check, [], checked):
+        assert checked.learned_values() == run60.learned
+    assert checked.learned_values() == alone.learned
+    assert not torch.equal(alone.table, train_table(u, constant, CFG).table)
 
 
 def test_an_encoder_is_put_at_the_check_and_back() -> None:

@@ -50,6 +50,9 @@ def test_lists_are_sorted_tuples_and_saved_as_lists() -> None:
         ("encoder", {"pairs": [0]}, "--pairs must be integers >= 1, got [0]"),
         ("proposition", {"ks": [1, 2], "kappa": 0.0}, "--kappa must be a finite number > 0, got 0.0"),
         ("negatives", {"blend_lambda": 1.0}, "the blend's lambda must be in (0, 1), got 1.0"),
+        ("temperature", {"anneal": -1}, "--anneal must be an integer >= 0, got -1"),
+        ("temperature", {"anneal": 150}, "--anneal must be < --steps (150): a run needs a step at the full rate"),
+        ("temperature", {"anneal": 2.5}, "--anneal must be an integer >= 0, got 2.5"),
     ],
 )
 def test_a_bad_option_is_named_as_its_flag(sweep: str, given: dict, message: str) -> None:
@@ -68,3 +71,15 @@ def test_the_proposition_reads_no_training_option() -> None:
         resolve("kernels", {})
     with pytest.raises(ValueError, match="--ks must be a list"):
         SweepSettings(sweep="negatives", ks=4, taus=(0.1,), losses=("infonce",), pairs=(10,))
+
+
+def test_a_final_decay_is_saved_only_when_asked_and_a_store_refuses_another(tmp_path) -> None:
+    """``--anneal 0`` (a constant rate) leaves the settings file as every store before it had; any other value is
+    saved, and resuming a store with another value is refused, naming it."""
+    constant = resolve("temperature", {"anneal": 0}, quick=True)
+    assert "anneal" not in constant.to_dict() and constant.to_dict() == resolve("temperature", {}, quick=True).to_dict()
+    decayed = resolve("temperature", {"anneal": 50}, quick=True)
+    assert decayed.to_dict()["anneal"] == 50
+    CellStore(tmp_path, constant).start()
+    with pytest.raises(ValueError, match="anneal"):
+        CellStore(tmp_path, decayed)
