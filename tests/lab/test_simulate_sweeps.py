@@ -97,7 +97,7 @@ def test_a_quick_temperature_sweep_pairs_every_figure_and_says_where_kl_and_rank
     [
         (["--taus", "-1"], "--taus must be finite numbers > 0"),
         (["--kernels", "gauss"], "--kernels must be of"),
-        (["--losses", "triplet"], "--losses must be of"),
+        (["--losses", "triplet"], "--losses: loss must be one of"),
         (["--seeds", "1", "1"], "--seeds must be distinct"),
         (["--ks", "2", "4"], "--ks must be integers >= 3"),
         (["--ks", "4", "4"], "--ks must not repeat a value"),

@@ -40,6 +40,39 @@ LOSSES: tuple[str, ...] = (
 )  # fmt: skip
 
 
+# The arms whose loss class takes its own knobs after τ (``NAME:knob=value,...``; the others take none).
+KNOBBED: tuple[str, ...] = ("infonce", "weince", "learned_temperature", "learned_link", "profiled_link", *FIELD_LOSSES)
+
+
+def parse_arm(arm: str) -> tuple[str, dict[str, float | str | None]]:
+    """An arm ``NAME`` or ``NAME:knob=value[,knob=value...]`` as its loss name and knobs (values: numbers, ``none``
+    or a word), e.g. ``hcl:hcl_beta=0.5`` → ``("hcl", {"hcl_beta": 0.5})``.
+
+    Raises:
+        ValueError: an unknown name, a malformed knob, or knobs on an arm that takes none (naming the arm).
+    """
+    name, colon, rest = arm.partition(":")
+    checks.one_of(LOSSES)("loss", name)
+    knobs: dict[str, float | str | None] = {}
+    for part in rest.split(",") if colon else ():
+        knob, equals, value = part.partition("=")
+        if not (knob and equals and value) or knob in knobs:
+            raise ValueError(f"loss arm {arm!r}: expected NAME or NAME:knob=value[,knob=value...], got {part!r}")
+        knobs[knob] = _knob_value(value)
+    if knobs and name not in KNOBBED:
+        raise ValueError(f"loss arm {arm!r}: {name} takes no knobs here (arms with knobs: {', '.join(KNOBBED)})")
+    return name, knobs
+
+
+def _knob_value(text: str) -> float | str | None:
+    if text.lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def build_loss(name: str, tau: float, kernel: BlendedLaw) -> ContrastiveLoss:
     """The loss of an arm: ``infonce`` at τ; ``weince`` (the shipped defaults, β mode ``ols``), ``weince_unit`` or
     ``weince_hill`` at τ; ``oracle``, the kernel's own link (λ* fixed, β clamped to β*, τ* = 1/κ): WEINCE's logit
@@ -49,22 +82,24 @@ def build_loss(name: str, tau: float, kernel: BlendedLaw) -> ContrastiveLoss:
     ``hardness_infonce``, ``hcl``, ``dcl``, ``focal_infonce``, ``sigmoid``) at τ and their defaults (the sigmoid
     loss's t starting at 1/τ), each searching with its own ``search_logits``.
 
+    An arm with knobs (:func:`parse_arm`, e.g. ``hcl:hcl_beta=0.5``) is that loss at τ with those knobs.
+
     Raises:
-        ValueError: an unknown arm.
+        ValueError: an unknown arm, or a knob its loss does not take or a value outside its range (naming the arm).
     """
-    if name == "infonce":
-        return loss_class("infonce")(tau)
-    if name == "weince":
-        return loss_class("weince")(tau)
+    arm = name
+    name, knobs = parse_arm(arm)
+    if name in KNOBBED:
+        try:
+            return loss_class(name)(tau, **knobs)
+        except TypeError as err:  # a knob the loss does not take
+            raise ValueError(f"loss arm {arm!r}: {err}") from None
     if name in ("weince_unit", "weince_hill"):
         return loss_class("weince")(tau, beta_mode=name.split("_")[1])
-    if name in ("learned_temperature", "learned_link", "profiled_link", *FIELD_LOSSES):
-        return loss_class(name)(tau)
     if name == "learned_link_b":
         return loss_class("learned_link")(tau, link_learn_a=False)
     if name == "arctanh":
         return loss_class("arctanh")()
-    checks.one_of(LOSSES)("loss", name)
     return loss_class("weince")(kernel.tau, fixed_lambda=kernel.lam, beta_clamp=(kernel.beta, kernel.beta))  # oracle
 
 

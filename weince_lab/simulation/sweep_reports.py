@@ -357,8 +357,8 @@ def _runs(check: dict) -> str:
     if not anneal:
         return "of the same run"
     return (
-        f"of runs whose rate decays linearly to 0 over their last {anneal:,} steps, sharing the "
-        f"{check['steps'] - anneal:,} steps before"
+        f"of two runs that share their first {check['steps'] - anneal:,} steps and each decay the rate linearly to 0 "
+        f"over their own last {anneal:,}"
     )
 
 

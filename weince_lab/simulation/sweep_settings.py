@@ -29,7 +29,7 @@ from dataclasses import field
 from typing import Any
 
 from simcse_weince.core import checks
-from weince_lab.simulation.learning import LOSSES
+from weince_lab.simulation.learning import LOSSES, build_loss
 from weince_lab.simulation.universe import KERNELS, kernel_law
 
 SWEEPS: tuple[str, ...] = ("proposition", "negatives", "temperature", "encoder")
@@ -150,7 +150,16 @@ def _taus(name: str, values: Any, owner: Any) -> None:
 
 
 def _losses(name: str, values: Any, owner: Any) -> None:
-    _members(LOSSES, empty=True)(name, values, owner)
+    """Arms of :data:`LOSSES`, each maybe with its knobs (``hcl:hcl_beta=0.5``), built once here so that a knob the
+    loss does not take, or a value out of its range, stops before any cell runs."""
+    for value in values:
+        if not isinstance(value, str):
+            checks.fail(name, f"arms of {LOSSES}", value)
+        try:
+            build_loss(value, 0.1, kernel_law("vmf", 10.0))
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}") from None
+    _distinct(name, values)
     if owner.sweep != "proposition" and not values:
         raise ValueError(f"{name}: a training sweep needs at least one loss")
 
@@ -255,7 +264,9 @@ class SweepSettings:
     noise: float = field(default=0.1, metadata=_option(checks.non_negative(), "Noise σ of the observations (encoder)."))
     ks: tuple[int, ...] = field(metadata=_option(_ks, "Negatives per anchor."))
     taus: tuple[float, ...] = field(metadata=_option(_taus, "Temperatures."))
-    losses: tuple[str, ...] = field(metadata=_option(_losses, f"Of {LOSSES} (training sweeps)."))
+    losses: tuple[str, ...] = field(
+        metadata=_option(_losses, f"Of {LOSSES} (training sweeps), each maybe with knobs: hcl:hcl_beta=0.5.")
+    )
     pairs: tuple[int, ...] = field(metadata=_option(_pairs, "Training-set sizes (training sweeps)."))
 
     def __post_init__(self) -> None:

@@ -9,7 +9,7 @@ from simcse_weince.losses.base import ContrastiveLoss
 from simcse_weince.losses.infonce import InfoNCELoss
 from simcse_weince.losses.layout import ScoreMatrix
 from simcse_weince.losses.weince import WeinceLoss
-from weince_lab.simulation.learning import TrainConfig, batch_scores, build_loss, train_table
+from weince_lab.simulation.learning import TrainConfig, batch_scores, build_loss, parse_arm, train_table
 from weince_lab.simulation.search import universe_gap
 from weince_lab.simulation.universe import kernel_law, make_universe
 
@@ -101,6 +101,31 @@ def test_arms_and_settings_are_checked() -> None:
     for bad in ({"negatives": 0}, {"batch": 1}, {"lr": float("nan")}, {"pairs": 2.5}):
         with pytest.raises(ValueError):
             TrainConfig(**bad)
+
+
+def test_an_arm_may_carry_its_loss_knobs() -> None:
+    """``NAME:knob=value,...`` is the loss at τ with those knobs (numbers, ``none``, words); a knob the loss does not
+    take, a value out of range, a malformed part or knobs on an arm without them stop in one line naming the arm."""
+    law = kernel_law("vmf", kappa=10.0)
+    assert parse_arm("hcl") == ("hcl", {})
+    assert parse_arm("hcl:hcl_beta=0.5,hcl_tau_plus=0") == ("hcl", {"hcl_beta": 0.5, "hcl_tau_plus": 0.0})
+    hcl = build_loss("hcl:hcl_beta=0.5", 0.2, law)
+    assert (hcl.temperature, hcl.config.hcl_beta, hcl.config.hcl_tau_plus) == (0.2, 0.5, 0.1)
+    assert build_loss("dcl:dcl_sigma=none", 0.1, law).config.dcl_sigma is None
+    assert build_loss("dcl:dcl_sigma=0.5", 0.1, law).config.dcl_sigma == 0.5
+    assert build_loss("weince:beta_mode=unit", 0.1, law).beta_mode == "unit"
+    assert build_loss("hardness_infonce:hardness_strength=5", 0.1, law).config.hardness_strength == 5.0
+    assert build_loss("sigmoid:sigmoid_bias=-5", 0.1, law).learned_values()["sigmoid_b"] == -5.0
+    for arm, message in [
+        ("hcl:foo=1", "loss arm 'hcl:foo=1': .*unexpected keyword argument 'foo'"),
+        ("hcl:hcl_beta=-1", "hcl_beta must be a finite number >= 0, got -1.0"),
+        ("hcl:hcl_beta", "loss arm 'hcl:hcl_beta': expected NAME or NAME:knob=value"),
+        ("hcl:hcl_beta=1,hcl_beta=2", "expected NAME or NAME:knob=value"),
+        ("oracle:tau=1", "loss arm 'oracle:tau=1': oracle takes no knobs here"),
+        ("triplet:x=1", "loss must be one of"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            build_loss(arm, 0.1, law)
 
 
 def test_an_encoder_embeds_items_it_never_saw() -> None:

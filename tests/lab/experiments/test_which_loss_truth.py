@@ -1,0 +1,53 @@
+"""The known-truth loss comparison at one tuning budget: six configurations per arm, the selection rule, the chosen
+configurations trained on the test seeds, and a rerun that trains nothing and writes the same report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from weince_lab.experiments import which_loss_truth as driver
+
+
+def test_every_arm_has_six_configurations_and_one_knob() -> None:
+    assert all(len(configs) == 6 for configs in driver.CONFIGS.values())
+    assert {a for a, _ in driver.CONFIGS["infonce"]} == {"infonce"}
+    for name, configs in driver.CONFIGS.items():
+        if name != "infonce":
+            knobs = {arm.partition(":")[2].partition("=")[0] for arm, _ in configs}
+            assert len(knobs) == 1 and len({arm for arm, _ in configs}) == 2 and len({t for _, t in configs}) == 3
+    settings = driver.settings_for(quick=False)
+    assert (settings.steps, settings.anneal, settings.ks) == (6000, 2000, (64,))
+
+
+def test_the_lowest_validation_kl_among_converged_configurations_is_chosen() -> None:
+    scored = [(0.10, False, "a", 0.1), (0.20, True, "b", 0.1), (0.15, True, "b", 0.2)]
+    assert driver.choose(scored) == ("b", 0.2)  # the lowest KL (0.10) did not converge
+    assert driver.choose([(0.3, False, "a", 0.1), (0.2, False, "a", 0.5)]) == ("a", 0.5)  # none did: all
+
+
+def test_the_pipeline_chooses_on_validation_reports_on_test_and_reruns_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(driver, "KERNELS", ("vmf",))
+    monkeypatch.setattr(
+        driver, "CONFIGS", {"infonce": [("infonce", 0.1), ("infonce", 0.5)], "hcl": [("hcl:hcl_beta=0.5", 0.5)]}
+    )
+    assert driver.main(["--out", str(tmp_path), "--quick", "--workers", "1"]) == 0
+    records = [json.loads(line) for line in (tmp_path / "cells.jsonl").read_text().splitlines()]
+    assert len(records) == 3 + 2 * 2  # validation: 3 configurations × seed 100; test: 2 arms × seeds 0, 1
+    val = {(r["cell"]["loss"], r["cell"]["tau"]): r for r in records if r["cell"]["seed"] == 100}
+    summary = json.loads((tmp_path / "output.json").read_text())
+    scored = [(v["universe_gap"], v["convergence"]["converged"], *c) for c, v in val.items() if c[0] == "infonce"]
+    assert summary["chosen"]["vmf/infonce"] == list(driver.choose(scored))
+    test = {r["cell"]["loss"]: r for r in records if r["cell"]["seed"] == 0}
+    assert test["infonce"]["cell"]["tau"] == summary["chosen"]["vmf/infonce"][1]
+    assert all(r["convergence"]["anneal"] == 50 for r in records)
+    report = (tmp_path / "output.md").read_text()
+    assert "decaying linearly to 0 over the last 50" in report and "## Validation" in report
+    capsys.readouterr()
+    assert driver.main(["--out", str(tmp_path), "--quick", "--workers", "1"]) == 0
+    assert "running 0" in capsys.readouterr().out.splitlines()[0]
+    assert (tmp_path / "output.md").read_text() == report
