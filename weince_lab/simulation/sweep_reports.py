@@ -351,6 +351,12 @@ _SHORTFALL_COLUMNS = (
 )  # fmt: skip
 
 
+def _decay(settings: dict) -> str:
+    """The settings' final decay of the rate, as a report's header says it (nothing at a constant rate)."""
+    anneal = settings.get("anneal", 0)
+    return f", the rate decaying linearly to 0 over the last {anneal:,}" if anneal else ""
+
+
 def _runs(check: dict) -> str:
     """How the check's two runs relate: one run going on at a constant rate, or two ending each in its own decay."""
     anneal = check.get("anneal", 0)
@@ -431,8 +437,8 @@ def report_negatives(settings: SweepSettings, records: list[dict]) -> tuple[dict
     tau, n = s["taus"][0], s["pairs"][0]
     lines = [
         f"Trained tables, gap to the Bayes search against k: τ = {tau:g}, {n:,} training pairs, {s['steps']} steps "
-        f"of {s['batch']} anchors, Adam lr {s['lr']:g}; N = {s['items']}, d = d′ = {s['dim']}; seeds {s['seeds']}; "
-        f"{machine()}. Means over seeds [95% t interval].",
+        f"of {s['batch']} anchors, Adam lr {s['lr']:g}{_decay(s)}; N = {s['items']}, d = d′ = {s['dim']}; "
+        f"seeds {s['seeds']}; {machine()}. Means over seeds [95% t interval].",
     ]
     rows, slopes, paired, links, found = [], [], [], [], []
     summary: dict = {"cells": records, "slopes": [], "paired": []}
@@ -503,7 +509,7 @@ def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[di
     k = s["ks"][0]
     lines = [
         f"Trained tables, gap to the Bayes search against τ: k = {k}, training sets of {s['pairs']} pairs, "
-        f"{s['steps']} steps of {s['batch']} anchors; N = {s['items']}, d = {s['dim']}; seeds {s['seeds']}; "
+        f"{s['steps']} steps of {s['batch']} anchors{_decay(s)}; N = {s['items']}, d = {s['dim']}; seeds {s['seeds']}; "
         f"{machine()}. Means over seeds [95% t interval]; sd = the standard deviation across seeds.",
     ]
     header = ["kernel", "loss", "τ", *(f"universe KL, n = {n:,} (sd)" for n in s["pairs"]), "small − large n",
@@ -565,7 +571,7 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
         f"MLP encoder (observations: a random {s['dim']} → {s['obs_width']} projection of the latent vectors plus "
         f"N(0, {s['noise']:g}²) noise; hidden width {s['hidden']}) trained on {half} of {s['items']} items, scored on "
         f"those and on the {s['items'] - half} held-out items; k = {s['ks'][0]}, τ = {s['taus'][0]:g}, "
-        f"{s['pairs'][0]:,} pairs, {s['steps']} steps of {s['batch']}; seeds {s['seeds']}; {machine()}. "
+        f"{s['pairs'][0]:,} pairs, {s['steps']} steps of {s['batch']}{_decay(s)}; seeds {s['seeds']}; {machine()}. "
         "Means over seeds [95% t interval].",
     ]
     rows, paired, found, counts, summary = [], [], [], [], {"cells": records, "paired": []}
