@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from weince_lab.experiments import link_truth
+from weince_lab.experiments import link_truth, which_loss_truth
 from weince_lab.experiments import paper_protocol as pp
 from weince_lab.experiments.common import summary_table
 from weince_lab.experiments.sick_mining_ab import combine
@@ -122,3 +122,12 @@ def test_the_link_truth_report_regenerates_from_its_cells(tmp_path: Path) -> Non
     assert (tmp_path / "output.md").read_text(encoding="utf-8") == (RESULTS / "link_truth" / "output.md").read_text(
         encoding="utf-8"
     )
+
+
+def test_the_tuned_loss_comparison_regenerates_from_its_cells(tmp_path: Path) -> None:
+    """The known-truth loss comparison at one tuning budget: its choices and tables from the stored cells alone."""
+    shutil.copy(RESULTS / "which_loss_tuned" / "cells.jsonl", tmp_path / "cells.jsonl")
+    assert which_loss_truth.main(["--out", str(tmp_path), "--workers", "1"]) == 0  # every cell stored: none runs
+    for name in ("output.md", "output.json"):
+        stored = (RESULTS / "which_loss_tuned" / name).read_text(encoding="utf-8")
+        assert (tmp_path / name).read_text(encoding="utf-8") == stored
