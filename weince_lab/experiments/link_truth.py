@@ -112,14 +112,23 @@ def truth(settings, kernel: str) -> tuple[float, float]:
     return coefficients(law.lam, law.beta, law.tau)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def driver_args(argv: list[str] | None, description: str, quick: str) -> argparse.Namespace | None:
+    """A known-truth driver's command line: ``--out``, ``--workers`` (>= 1; otherwise a one-line error and
+    ``None``), ``--quick`` (``quick``: what it runs)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="a tiny universe and 2 k: the pipeline in seconds")
+    ap.add_argument("--quick", action="store_true", help=quick)
     args = ap.parse_args(argv)
     if args.workers < 1:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = driver_args(argv, __doc__.split("\n\n")[0], "a tiny universe and 2 k: the pipeline in seconds")
+    if args is None:
         return 2
     settings = settings_for(args.quick)
     ks, pairs = settings.ks, settings.pairs[0]

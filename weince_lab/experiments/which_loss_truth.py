@@ -23,13 +23,9 @@ same final decay (converged: the universe KL moved by at most 0.005 nats). Cells
 
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
-
 import numpy as np
 
-from weince_lab.experiments.link_truth import cell, fmt, key, run_cells
+from weince_lab.experiments.link_truth import cell, driver_args, fmt, key, run_cells
 from weince_lab.report import table, write
 from weince_lab.simulation.search import mean_interval as interval
 from weince_lab.simulation.sweep_reports import convergence_section
@@ -77,13 +73,8 @@ def choose(scored: list[tuple[float, bool, str, float]]) -> tuple[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="a tiny universe and short runs: the pipeline in seconds")
-    args = ap.parse_args(argv)
-    if args.workers < 1:
-        print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+    args = driver_args(argv, __doc__.split("\n\n")[0], "a tiny universe and short runs: the pipeline in seconds")
+    if args is None:
         return 2
     settings = settings_for(args.quick)
     k, pairs = settings.ks[0], settings.pairs[0]

@@ -51,3 +51,9 @@ def test_the_pipeline_chooses_on_validation_reports_on_test_and_reruns_nothing(
     assert driver.main(["--out", str(tmp_path), "--quick", "--workers", "1"]) == 0
     assert "running 0" in capsys.readouterr().out.splitlines()[0]
     assert (tmp_path / "output.md").read_text() == report
+
+
+def test_a_bad_worker_count_is_one_line_before_any_cell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert driver.main(["--out", str(tmp_path / "never"), "--workers", "0"]) == 2
+    assert capsys.readouterr().err == "error: --workers must be >= 1, got 0\n"
+    assert not (tmp_path / "never").exists()
