@@ -131,10 +131,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         checks.check_fields(self)
-        if self.anneal >= self.steps:
-            raise ValueError(
-                f"anneal must be < steps ({self.steps}): a run needs a step at the full rate, got {self.anneal}"
-            )
+        anneal_below_steps("anneal", self.anneal, self.steps, "steps")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -204,6 +201,13 @@ def batch_scores(table: torch.Tensor, anchors: torch.Tensor, candidates: torch.T
         user_mask=none,
         num_negatives=candidates.shape[1] - 1,
     )
+
+
+def anneal_below_steps(name: str, anneal: int, steps: int, steps_name: str) -> None:
+    """A run's final decay leaves it at least one step at the full rate: ``anneal`` < ``steps`` (``ValueError``
+    naming both, as the caller calls them)."""
+    if anneal >= steps:
+        raise ValueError(f"{name} must be < {steps_name} ({steps}): a run needs a step at the full rate, got {anneal}")
 
 
 def learning_rate(cfg: TrainConfig, step: int, end: int) -> float:

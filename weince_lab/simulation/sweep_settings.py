@@ -29,7 +29,7 @@ from dataclasses import field
 from typing import Any
 
 from simcse_weince.core import checks
-from weince_lab.simulation.learning import LOSSES, build_loss
+from weince_lab.simulation.learning import LOSSES, anneal_below_steps, build_loss
 from weince_lab.simulation.universe import KERNELS, kernel_law
 
 SWEEPS: tuple[str, ...] = ("proposition", "negatives", "temperature", "encoder")
@@ -186,8 +186,7 @@ def _blend_lambda(name: str, value: Any, owner: Any) -> None:
 
 def _anneal(name: str, value: Any, owner: Any) -> None:
     checks.integer_at_least(0)(name, value, owner)
-    if value >= owner.steps:
-        raise ValueError(f"{name} must be < --steps ({owner.steps}): a run needs a step at the full rate, got {value}")
+    anneal_below_steps(name, value, owner.steps, "--steps")
 
 
 def _option(check: checks.Check, help: str) -> dict[str, Any]:
