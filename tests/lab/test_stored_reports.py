@@ -118,7 +118,8 @@ def test_the_batch_and_protocol_and_negatives_tables_regenerate() -> None:
 
 
 def test_the_link_truth_report_regenerates_from_its_cells(tmp_path: Path) -> None:
-    shutil.copy(RESULTS / "link_truth" / "cells.jsonl", tmp_path / "cells.jsonl")
+    for name in ("cells.jsonl", "settings.json"):
+        shutil.copy(RESULTS / "link_truth" / name, tmp_path / name)
     assert link_truth.main(["--out", str(tmp_path), "--workers", "1"]) == 0  # every cell stored: none runs
     assert (tmp_path / "output.md").read_text(encoding="utf-8") == (RESULTS / "link_truth" / "output.md").read_text(
         encoding="utf-8"
@@ -127,7 +128,8 @@ def test_the_link_truth_report_regenerates_from_its_cells(tmp_path: Path) -> Non
 
 def test_the_tuned_loss_comparison_regenerates_from_its_cells(tmp_path: Path) -> None:
     """The known-truth loss comparison at one tuning budget: its choices and tables from the stored cells alone."""
-    shutil.copy(RESULTS / "which_loss_tuned" / "cells.jsonl", tmp_path / "cells.jsonl")
+    for name in ("cells.jsonl", "settings.json"):
+        shutil.copy(RESULTS / "which_loss_tuned" / name, tmp_path / name)
     assert which_loss_truth.main(["--out", str(tmp_path), "--workers", "1"]) == 0  # every cell stored: none runs
     stored = RESULTS / "which_loss_tuned"
     assert (tmp_path / "output.md").read_text(encoding="utf-8") == (stored / "output.md").read_text(encoding="utf-8")

@@ -3,6 +3,8 @@ validation universes and is reported on separate test universes.
 
     python -m weince_lab.experiments.link_truth --out experiments/results/link_truth --workers 2  # 50 min, 2 cores
     python -m weince_lab.experiments.link_truth --out /tmp/link_truth --quick  # seconds: the pipeline
+    python -m weince_lab.experiments.link_truth --out experiments/results/link_truth_annealed --ks 64 \
+        --steps 6000 --anneal 2000 --workers 2  # k = 64, a final decay of the rate: 50 min, 2 cores
 
 Arms (``weince_lab.simulation.learning.build_loss``): InfoNCE, InfoNCE with a learned τ, temperature-free
 (``arctanh``), WEINCE (``ols``, the shipped defaults), the learned link (a and b learned; b alone with a = 1/τ),
@@ -16,9 +18,11 @@ other pairs, negatives and starts), and the arm is then trained and reported on 
 paired by seed: at one seed every arm sees the same universe, pairs, negatives and initial table.
 
 Each cell is a Ground truth II training cell (``weince_lab.simulation.sweep_cells.training_cell``, the
-``negatives`` sweep's full size: 512 items, d = 8, 2000 Adam steps of 256 anchors, 100,000 pairs): the universe KL,
-the best-link KL (the link refitted on the table's cosines), top-1 agreement and recall@10 with the Bayes retriever,
-and the link losses' final (a, b). Cells are stored as they finish (``cells.jsonl``); a rerun skips them.
+``negatives`` sweep's full size: 512 items, d = 8, 2000 Adam steps of 256 anchors, 100,000 pairs, or ``--steps``
+whose last ``--anneal`` decay the rate linearly to 0): the universe KL, the best-link KL (the link refitted on the
+table's cosines), top-1 agreement and recall@10 with the Bayes retriever, the link losses' final (a, b), and the
+convergence check (the run of 1.5× the steps). Cells are stored as they finish (``cells.jsonl``, their settings in
+``settings.json`` beside it: a rerun with other settings is refused in one line); a rerun skips them.
 """
 
 from __future__ import annotations
@@ -32,12 +36,13 @@ from pathlib import Path
 
 import numpy as np
 
+from simcse_weince.core.setting_changes import setting_changes
 from simcse_weince.diagnostics.link import coefficients
 from weince_lab.report import table, write
 from weince_lab.simulation.search import mean_interval as interval
-from weince_lab.simulation.sweep_cells import run_cell
+from weince_lab.simulation.sweep_cells import KL_TOLERANCE, run_cell
 from weince_lab.simulation.sweep_reports import convergence_section
-from weince_lab.simulation.sweep_settings import resolve
+from weince_lab.simulation.sweep_settings import IGNORED, SweepSettings, resolve
 from weince_lab.simulation.universe import kernel_law
 from weince_lab.simulation.worker_pool import worker_pool
 
@@ -62,12 +67,42 @@ LABELS = {
 }
 
 
-def settings_for(quick: bool):
-    """The negatives sweep's settings at full size (or --quick), with this driver's grid."""
+def settings_for(quick: bool, ks: list[int] | None = None, steps: int | None = None, anneal: int | None = None):
+    """The negatives sweep's settings at full size (or --quick), with this driver's grid; ``ks``, ``steps`` and
+    ``anneal`` replace the defaults where given.
+
+    Raises:
+        ValueError: a value outside its range, naming the option (``resolve``'s checks).
+    """
     # the cells carry their own τ: the settings' single τ is not read by a training cell
-    options = {"ks": list(KS[:2] if quick else KS), "taus": [FIXED_TAU], "losses": list(ARMS)}
-    options["kernels"] = list(KERNELS)
-    return resolve("negatives", options, quick=quick)
+    options = {"ks": ks or list(KS[:2] if quick else KS), "taus": [FIXED_TAU], "losses": list(ARMS)}
+    options |= {"kernels": list(KERNELS), "steps": steps, "anneal": anneal}
+    if len(options["ks"]) > 1:
+        return resolve("negatives", options, quick=quick)
+    # one k: the temperature sweep's settings (the same cells; the negatives sweep wants two k for its slope)
+    pairs = resolve("negatives", {}, quick=quick).pairs
+    return resolve("temperature", options | {"pairs": list(pairs)}, quick=quick)
+
+
+def claim_store(out: Path, settings: SweepSettings) -> None:
+    """Write ``out/settings.json`` (the settings of the cells in ``out/cells.jsonl``), or check it against
+    ``settings``.
+
+    Raises:
+        ValueError: ``out`` holds cells made with other settings, or cells without a settings file.
+    """
+    path, mine = out / "settings.json", settings.to_dict()
+    if path.exists():
+        changed = setting_changes(json.loads(path.read_text(encoding="utf-8")), mine, ignore=IGNORED[settings.sweep])
+        if changed:
+            raise ValueError(
+                f"{out} holds cells made with other settings ({', '.join(changed)}): give the same options, or a "
+                "new --out"
+            )
+    elif (out / "cells.jsonl").exists():
+        raise ValueError(f"{out / 'cells.jsonl'} has no settings.json beside it: use a new --out")
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(mine, indent=2) + "\n", encoding="utf-8")
 
 
 def key(cell: dict) -> str:
@@ -112,13 +147,20 @@ def truth(settings, kernel: str) -> tuple[float, float]:
     return coefficients(law.lam, law.beta, law.tau)
 
 
-def driver_args(argv: list[str] | None, description: str, quick: str) -> argparse.Namespace | None:
+def driver_args(
+    argv: list[str] | None, description: str, quick: str, budget: bool = False
+) -> argparse.Namespace | None:
     """A known-truth driver's command line: ``--out``, ``--workers`` (>= 1; otherwise a one-line error and
-    ``None``), ``--quick`` (``quick``: what it runs)."""
+    ``None``), ``--quick`` (``quick``: what it runs); with ``budget``, also ``--ks``, ``--steps`` and ``--anneal``
+    (checked where the settings are resolved)."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help=quick)
+    if budget:
+        ap.add_argument("--ks", type=int, nargs="+", help=f"numbers of negatives (default {list(KS)})")
+        ap.add_argument("--steps", type=int, help="Adam steps a cell trains (default 2000)")
+        ap.add_argument("--anneal", type=int, help="the last steps decay the rate linearly to 0 (default 0: constant)")
     args = ap.parse_args(argv)
     if args.workers < 1:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
@@ -126,14 +168,38 @@ def driver_args(argv: list[str] | None, description: str, quick: str) -> argpars
     return args
 
 
+def command(args: argparse.Namespace) -> str:
+    """The report's command line: the stored folder's name, and the budget options given."""
+    given = [f"--{name} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+             for name in ("ks", "steps", "anneal") if (v := getattr(args, name)) is not None]  # fmt: skip
+    folder = "experiments/results/link_truth" + ("_annealed" if args.anneal else "")
+    return " ".join([f"--out {folder}", *given])
+
+
+def budget_text(settings: SweepSettings) -> str:
+    """The header's sentence on the training budget (none for the stored constant-rate sweep)."""
+    if not settings.anneal:
+        return ""
+    return (
+        f" Every cell trains {settings.steps:,} Adam steps (rate {settings.lr:g}, decaying linearly to 0 over the "
+        f"last {settings.anneal:,}) and is checked against the run of 1.5× the steps with the same final decay "
+        f"(converged: its universe KL moved by at most {KL_TOLERANCE:g} nats; the cells that did not are listed at "
+        "the end)."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = driver_args(argv, __doc__.split("\n\n")[0], "a tiny universe and 2 k: the pipeline in seconds")
+    args = driver_args(argv, __doc__.split("\n\n")[0], "a tiny universe and 2 k: the pipeline in seconds", budget=True)
     if args is None:
         return 2
-    settings = settings_for(args.quick)
+    try:
+        settings = settings_for(args.quick, args.ks, args.steps, args.anneal)
+        claim_store(args.out, settings)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     ks, pairs = settings.ks, settings.pairs[0]
     val_seeds, test_seeds = (VALIDATION_SEEDS[:1], TEST_SEEDS[:2]) if args.quick else (VALIDATION_SEEDS, TEST_SEEDS)
-    args.out.mkdir(parents=True, exist_ok=True)
     store = args.out / "cells.jsonl"
 
     # 1. validation: every τ of every τ-arm
@@ -174,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# The link losses on known truth at an equal tuning budget",
         "",
-        "Written by `python -m weince_lab.experiments.link_truth --out experiments/results/link_truth --workers 2`"
+        f"Written by `python -m weince_lab.experiments.link_truth {command(args)} --workers 2`"
         + (" --quick (pipeline check, not a result)" if args.quick else "")
         + ". Each arm with a τ chose it among "
         f"{', '.join(map(str, TAUS))} by the lowest universe KL on validation seeds {list(val_seeds)}; the table is "
@@ -182,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         "against InfoNCE at its own chosen τ. KL: to the ideal search under the arm's own link (nats); best-link KL: "
         "under the link (a, b) refitted on the table's cosines; top-1 / recall@10: agreement with the Bayes "
         "retriever. Learned (a, b): the learned, learned-τ and profiled links' final coefficients; truth: vMF "
-        "(κ, 0), endpoint (0, β*), blend ((1 − λ*)κ, λ*β*).",
+        "(κ, 0), endpoint (0, β*), blend ((1 − λ*)κ, λ*β*)." + budget_text(settings),
         "",
     ]
     for kern in KERNELS:

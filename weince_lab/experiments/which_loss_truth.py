@@ -18,14 +18,17 @@ chosen τ: at one seed every arm sees the same universe, pairs, negatives and in
 sweep's full size: 512 items, d = 8, k = 64, 256 anchors a step, 100,000 pairs) trained :data:`STEPS` Adam steps
 whose last :data:`ANNEAL` decay the rate linearly to 0, each checked against the run of 1.5× the steps with the
 same final decay (converged: the universe KL moved by at most 0.005 nats). Cells are stored as they finish
-(``cells.jsonl``); a rerun skips them and rewrites the report from the store.
+(``cells.jsonl``, their settings in ``settings.json``: a store made with other settings is refused in one line); a
+rerun skips them and rewrites the report from the store.
 """
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-from weince_lab.experiments.link_truth import cell, driver_args, fmt, key, run_cells
+from weince_lab.experiments.link_truth import cell, claim_store, driver_args, fmt, key, run_cells
 from weince_lab.report import table, write
 from weince_lab.simulation.search import mean_interval as interval
 from weince_lab.simulation.sweep_reports import convergence_section
@@ -77,9 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     if args is None:
         return 2
     settings = settings_for(args.quick)
+    try:
+        claim_store(args.out, settings)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     k, pairs = settings.ks[0], settings.pairs[0]
     val_seeds, test_seeds = (VALIDATION_SEEDS[:1], TEST_SEEDS[:2]) if args.quick else (VALIDATION_SEEDS, TEST_SEEDS)
-    args.out.mkdir(parents=True, exist_ok=True)
     store = args.out / "cells.jsonl"
 
     def runs(records: dict, kern: str, arm: str, tau: float, seeds) -> list[dict]:
