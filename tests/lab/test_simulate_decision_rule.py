@@ -3,12 +3,14 @@ its files hold the command, a second run reproduces the first, and bad options f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from weince_lab.simulate import main, run
+from weince_lab.simulation.decision_rule import infonce_table, load_sweep, retrained_gap, stored_gap
 
 ARGS = ["--sizes", "2x8", "3x8", "--draws", "2", "--off_taus", "0.5"]
 
@@ -46,6 +48,19 @@ def test_decision_rule_retrains_the_sweeps_tables_and_reproduces_itself(quick_sw
     assert sorted(learned, key=str) == sorted(first["rows"], key=str)
     true_cosines = [r for r in parallel["rows"] if r["tau"] == "true cosines"]
     assert sorted(r["size"] for r in true_cosines) == ["2x8", "3x8"] and all("right" not in r for r in true_cosines)
+
+
+def test_the_retrained_table_is_the_annealed_sweeps_own(tmp_path: Path) -> None:
+    """A sweep trained with a final decay of the rate: the rule's retrained InfoNCE table has the stored cell's KL
+    exactly (without the decay it would not)."""
+    argv = ["temperature", "--quick", "--kernels", "endpoint", "--taus", "0.5", "--losses", "infonce"]
+    run([*argv, "--pairs", "1000", "--anneal", "50", "--out", str(tmp_path)])
+    settings, records = load_sweep(tmp_path)
+    universe, table = infonce_table(settings, "endpoint", 0.5, 1000, 0)
+    stored = stored_gap(records, "endpoint", 0.5, 1000, 0)
+    assert retrained_gap(universe, table, 0.5) == pytest.approx(stored, rel=1e-9)
+    constant = dataclasses.replace(settings, anneal=0)
+    assert retrained_gap(*infonce_table(constant, "endpoint", 0.5, 1000, 0), 0.5) != pytest.approx(stored, rel=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -209,11 +209,12 @@ def best_infonce_tau(records: Sequence[dict], kernel: str, pairs: int) -> float:
 def infonce_table(
     settings: SweepSettings, kernel: str, tau: float, pairs: int, seed: int
 ) -> tuple[Universe, torch.Tensor]:
-    """The universe and the InfoNCE table of the sweep cell (kernel, τ, pairs, seed), retrained as the sweep did."""
+    """The universe and the InfoNCE table of the sweep cell (kernel, τ, pairs, seed), retrained as the sweep did (its
+    final decay of the rate included)."""
     universe = universe_of(settings, kernel, seed)
     cfg = TrainConfig(
         negatives=settings.ks[0], dim=settings.dim, steps=settings.steps, batch=settings.batch, pairs=pairs,
-        lr=settings.lr, seed=seed,
+        lr=settings.lr, seed=seed, anneal=settings.anneal,
     )  # fmt: skip
     return universe, train_table(universe, build_loss("infonce", tau, universe.kernel), cfg).table
 
