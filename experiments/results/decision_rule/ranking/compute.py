@@ -1,10 +1,12 @@
 """The README's decision rule judged by ranking beside KL, from the stored files (no re-run).
 
     .venv/bin/python experiments/results/decision_rule/ranking/compute.py
+    .venv/bin/python experiments/results/decision_rule/ranking/compute.py experiments/results/decision_rule_annealed
 
-Reads ../decision_rule.json (the rule's fires counts per kernel × τ × size, `simcse-simulate decision-rule`) and
-../../ground_truth/temperature.cells.jsonl (the temperature sweep the rule's KL truth was read from) and writes
-output.json and output.md beside this file.
+Reads RULE/decision_rule.json (the rule's fires counts per kernel × τ × size, `simcse-simulate decision-rule`;
+RULE defaults to the folder above this file) and the temperature sweep's cells the rule's KL truth was read from
+(its command's ``--sweep``; ``experiments/results/ground_truth`` when not given) and writes output.json and
+output.md in RULE/ranking.
 
 For every row of decision_rule.json with a truth (kernel, τ of the InfoNCE table, the run's training-set size):
 
@@ -18,14 +20,22 @@ For every row of decision_rule.json with a truth (kernel, τ of the InfoNCE tabl
 """
 
 import json
+import os
+import shlex
+import sys
 from pathlib import Path
 
 from weince_lab.simulation.decision_rule import clopper_pearson, read_cells, sweep_truth
 from weince_lab.simulation.search import mean_interval
 
-HERE = Path(__file__).resolve().parent
-stored = json.loads((HERE.parent / "decision_rule.json").read_text(encoding="utf-8"))
-records = read_cells(HERE.parents[1] / "ground_truth" / "temperature.cells.jsonl")
+ROOT = Path(__file__).resolve().parents[4]  # the repository
+RULE = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
+HERE = RULE / "ranking"
+HERE.mkdir(exist_ok=True)
+stored = json.loads((RULE / "decision_rule.json").read_text(encoding="utf-8"))
+words = shlex.split(stored["command"])
+SWEEP = Path(words[words.index("--sweep") + 1]) if "--sweep" in words else Path("experiments/results/ground_truth")
+records = read_cells(ROOT / SWEEP / "temperature.cells.jsonl")
 pairs = stored["pairs"]
 
 ks = {r["cell"]["k"] for r in records}
@@ -101,16 +111,18 @@ def iv(t: dict) -> str:
     return f"{t['mean']:+.4f} [{t['low']:+.4f}, {t['high']:+.4f}]"
 
 
+sweep_text = Path(os.path.relpath(ROOT / SWEEP, HERE)).as_posix()  # as seen from the report
+rule_arg = f" {RULE.relative_to(ROOT).as_posix()}" if len(sys.argv) > 1 else ""
 md = [
     f"The decision rule judged by ranking beside KL: the rule's fires counts from ../decision_rule.json, the truths "
-    f"from the temperature sweep's cells (../../ground_truth/temperature.cells.jsonl, {pairs:,} pairs, seeds "
+    f"from the temperature sweep's cells ({sweep_text}/temperature.cells.jsonl, {pairs:,} pairs, seeds "
     f"{', '.join(map(str, stored['seeds']))}), WEINCE − InfoNCE paired by seed, mean [95 % t interval]. KL truth: "
     "WEINCE helps when the KL interval lies below 0; right by KL = fires if it helps, else runs − fires (as stored). "
     "Top-1 truth (agreement with the Bayes retriever): WEINCE ranks better when the interval lies above 0, worse when "
     "below, no difference otherwise; right by ranking = fires if WEINCE ranks better, else (worse or no difference) "
     "runs − fires. Rates with exact (Clopper–Pearson) 95 % intervals; the runs share 3 tables per cell.",
     "",
-    "Command: `.venv/bin/python experiments/results/decision_rule/ranking/compute.py`",
+    f"Command: `.venv/bin/python experiments/results/decision_rule/ranking/compute.py{rule_arg}`",
     "",
     "| kernel | τ | size | runs | fires | right by KL | KL truth | top-1 truth | right by ranking |",
     "|---|---|---|---|---|---|---|---|---|",
