@@ -63,9 +63,10 @@ def test_the_reports_read_the_cells_in_seed_order(sweep: str) -> None:
     assert REPORTS[sweep](settings, records)[1] == REPORTS[sweep](settings, records[::-1])[1]
 
 
-def test_the_decision_rule_report_regenerates() -> None:
-    stored = (RESULTS / "decision_rule" / "decision_rule.md").read_text(encoding="utf-8")
-    result = json.loads((RESULTS / "decision_rule" / "decision_rule.json").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("folder", ["decision_rule", "decision_rule_annealed"])
+def test_the_decision_rule_report_regenerates(folder: str) -> None:
+    stored = (RESULTS / folder / "decision_rule.md").read_text(encoding="utf-8")
+    result = json.loads((RESULTS / folder / "decision_rule.json").read_text(encoding="utf-8"))
     header = stored[: stored.index("\n\n| kernel |")]  # the run's own line (its seconds), as written then
     assert markdown(result["rows"], result["truths"], header) == stored
 
@@ -117,13 +118,18 @@ def test_the_batch_and_protocol_and_negatives_tables_regenerate() -> None:
     assert text in (RESULTS / "sup_sick_negatives.md").read_text(encoding="utf-8")
 
 
-def test_the_link_truth_report_regenerates_from_its_cells(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("folder", "options"),
+    [("link_truth", []), ("link_truth_annealed", ["--ks", "64", "--steps", "6000", "--anneal", "2000"])],
+)
+def test_the_link_truth_report_regenerates_from_its_cells(folder: str, options: list[str], tmp_path: Path) -> None:
     for name in ("cells.jsonl", "settings.json"):
-        shutil.copy(RESULTS / "link_truth" / name, tmp_path / name)
-    assert link_truth.main(["--out", str(tmp_path), "--workers", "1"]) == 0  # every cell stored: none runs
-    assert (tmp_path / "output.md").read_text(encoding="utf-8") == (RESULTS / "link_truth" / "output.md").read_text(
-        encoding="utf-8"
-    )
+        shutil.copy(RESULTS / folder / name, tmp_path / name)
+    assert link_truth.main(["--out", str(tmp_path), "--workers", "1", *options]) == 0  # every cell stored: none runs
+    stored = RESULTS / folder
+    assert (tmp_path / "output.md").read_text(encoding="utf-8") == (stored / "output.md").read_text(encoding="utf-8")
+    made, kept = (json.loads((f / "output.json").read_text(encoding="utf-8")) for f in (tmp_path, stored))
+    assert _same(made, kept)
 
 
 def test_the_tuned_loss_comparison_regenerates_from_its_cells(tmp_path: Path) -> None:
