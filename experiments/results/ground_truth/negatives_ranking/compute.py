@@ -1,22 +1,27 @@
 """Ranking beside KL for the stored `negatives` sweep, paired by seed, from its cells as stored (no re-run).
 
     python experiments/results/ground_truth/negatives_ranking/compute.py
+    python experiments/results/ground_truth/negatives_ranking/compute.py experiments/results/ground_truth_annealed
 
-Reads ../negatives.cells.jsonl (the full-size sweep, 3 seeds, re-run with `simcse-simulate negatives --workers 2
---out experiments/results/ground_truth`, 21 min on 2 cores) and writes output.json and output.md beside this file:
+Reads SWEEP/negatives.cells.jsonl (SWEEP: the folder above this file by default, the full-size sweep, 3 seeds,
+re-run with `simcse-simulate negatives --workers 2 --out experiments/results/ground_truth`, 21 min on 2 cores; or
+the sweep folder given) and writes output.json and output.md in SWEEP/negatives_ranking:
 for every kernel, arm and k, the arm − InfoNCE difference of the universe KL, of the best-link KL (the KL under the
 link refitted on the table's cosines), of top-1 agreement and of recall@10 with the Bayes retriever, mean over seeds
 with a 95 % Student-t interval.
 """
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-HERE = Path(__file__).resolve().parent
-cells = [json.loads(line) for line in (HERE.parent / "negatives.cells.jsonl").read_text().splitlines() if line]
+SWEEP = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
+HERE = SWEEP / "negatives_ranking"
+HERE.mkdir(exist_ok=True)
+cells = [json.loads(line) for line in (SWEEP / "negatives.cells.jsonl").read_text().splitlines() if line]
 by = {(c["cell"]["kernel"], c["cell"]["loss"], c["cell"]["k"], c["cell"]["seed"]): c for c in cells}
 kernels = list(dict.fromkeys(c["cell"]["kernel"] for c in cells))
 arms = [a for a in dict.fromkeys(c["cell"]["loss"] for c in cells) if a != "infonce"]
