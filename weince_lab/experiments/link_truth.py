@@ -4,7 +4,7 @@ validation universes and is reported on separate test universes.
     python -m weince_lab.experiments.link_truth --out experiments/results/link_truth --workers 2  # 50 min, 2 cores
     python -m weince_lab.experiments.link_truth --out /tmp/link_truth --quick  # seconds: the pipeline
     python -m weince_lab.experiments.link_truth --out experiments/results/link_truth_annealed --ks 64 \
-        --steps 6000 --anneal 2000 --workers 2  # k = 64, a final decay of the rate: 50 min, 2 cores
+        --steps 6000 --anneal 2000 --workers 2  # k = 64, a final decay of the rate: about 1 h, 2 cores
 
 Arms (``weince_lab.simulation.learning.build_loss``): InfoNCE, InfoNCE with a learned τ, temperature-free
 (``arctanh``), WEINCE (``ols``, the shipped defaults), the learned link (a and b learned; b alone with a = 1/τ),
