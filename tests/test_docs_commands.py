@@ -256,6 +256,14 @@ def check_experiment(module_name: str, args: list[str]) -> None:
         check_training("text", [ns.config, *ns.extra])
     elif name in ("vision_cpu", "vision_batch"):
         check_training("vision", [ns.config, *getattr(ns, "extra", [])])
+        if name == "vision_cpu":
+            from weince_lab.experiments.vision_cpu import loss_args
+
+            for loss in ns.losses:
+                try:
+                    check_training("vision", [ns.config, *loss_args(loss), *ns.extra])
+                except ValueError as err:
+                    raise CommandError(f"{module_name}: {err}") from None
     elif name == "paper_protocol":
         from weince_lab.experiments import paper_protocol
 

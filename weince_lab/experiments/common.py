@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -141,6 +142,22 @@ def continue_argv(folder: Path) -> tuple[list[str], str]:
     if latest_complete_checkpoint(folder, clean=False) is not None:
         return ["--resume_from_checkpoint", "last"], "resumed"
     return ["--overwrite_output_dir", "true"], "restarted"
+
+
+def split_variant(variant: str) -> tuple[str, list[str]]:
+    """A run variant ``NAME:key=value,key=value`` as its name and its settings' training flags
+    (``hcl:hcl_beta=2,temperature=0.1`` -> ``("hcl", ["--hcl_beta", "2", "--temperature", "0.1"])``)."""
+    base, _, settings = variant.partition(":")
+    pairs = [item.split("=", 1) for item in settings.split(",") if item]
+    if any(len(pair) != 2 or not pair[0] for pair in pairs):
+        raise ValueError(f"variant {variant!r}: settings must be key=value pairs after the colon")
+    return base, [x for key, value in pairs for x in (f"--{key}", value)]
+
+
+def variant_folder(variant: str) -> str:
+    """A variant's run folder name: its text with every run of characters other than letters, digits, ``.``, ``_``
+    and ``-`` made one ``_`` (a plain loss name is itself)."""
+    return re.sub(r"[^\w.-]+", "_", variant)
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:

@@ -33,6 +33,7 @@ from weince_lab.experiments.common import (
     plot_metrics,
     run_function,
     run_module,
+    split_variant,
     start_runs,
     summary_table,
     write_results,
@@ -52,11 +53,7 @@ def variant_args(variant: str) -> list[str]:
     temperature=0.1``: one configuration of a tuning budget)."""
     from simcse_weince.losses import LOSSES
 
-    base, _, settings = variant.partition(":")
-    pairs = [item.split("=", 1) for item in settings.split(",") if item]
-    if any(len(pair) != 2 or not pair[0] for pair in pairs):
-        raise ValueError(f"variant {variant!r}: settings must be key=value pairs after the colon")
-    extra = [x for key, value in pairs for x in (f"--{key}", value)]
+    base, extra = split_variant(variant)
     if base in LOSSES and base != "weince":
         return ["--loss", base, *extra]
     loss, _, beta = base.partition("-")
