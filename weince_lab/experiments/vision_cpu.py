@@ -81,7 +81,7 @@ def main() -> None:
                         *args.extra,
                         *continue_argv(out)[0],
                     ],
-                    out.with_suffix(".log"),
+                    out.parent / f"{out.name}.log",  # not with_suffix: a setting's '.' is no suffix
                 )
             res = json.loads((out / "results.json").read_text())
             per_run[loss][seed] = res["after"]

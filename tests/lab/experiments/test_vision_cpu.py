@@ -3,6 +3,7 @@ checked before the first run."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -49,3 +50,27 @@ def test_bad_losses_stop_the_driver_in_one_line_before_any_run(tmp_path: Path, m
     assert stop.value.code == 2 and not runs.exists()
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("error: --losses: ")
+
+
+def test_each_run_of_a_setting_with_a_dot_logs_to_its_own_file(tmp_path: Path, monkeypatch) -> None:
+    """``sigmoid:temperature=0.1`` runs in ``sigmoid_temperature_0.1-seed0``; its log is that name + ``.log``, one per
+    seed (``with_suffix`` would have read ``.1-seed0`` as a suffix and given every seed one log)."""
+    logs = []
+
+    def fake_run(module: str, argv: list[str], log: Path) -> None:
+        out = Path(argv[argv.index("--output_dir") + 1])
+        out.mkdir(parents=True)
+        after = dict.fromkeys(vision_cpu.METRICS, 1.0)
+        (out / "results.json").write_text(json.dumps({"after": after}))
+        logs.append(log)
+
+    monkeypatch.setattr(vision_cpu, "run_module", fake_run)
+    monkeypatch.setattr(vision_cpu, "plot_metrics", lambda *a, **k: None)
+    runs = tmp_path / "runs"
+    argv = ["vision_cpu", "--losses", "infonce", "sigmoid:temperature=0.1", "--seeds", "0", "1"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--runs_dir", str(runs), "--out", str(tmp_path / "out")])
+    vision_cpu.main()
+    sigmoid = "sigmoid_temperature_0.1"
+    names = ["infonce-seed0.log", f"{sigmoid}-seed0.log", "infonce-seed1.log", f"{sigmoid}-seed1.log"]
+    assert [p.name for p in logs] == names
+    assert all(p.parent == runs for p in logs)
