@@ -160,6 +160,12 @@ def variant_folder(variant: str) -> str:
     return re.sub(r"[^\w.-]+", "_", variant)
 
 
+def run_log(folder: Path, kind: str = "") -> Path:
+    """The log beside a run's folder, ``<folder><kind>.log``: the folder's whole name, never ``with_suffix``, which
+    reads a setting's ``.`` (``sigmoid_temperature_0.1-seed0``) as a suffix and gives every seed one log."""
+    return folder.parent / f"{folder.name}{kind}.log"
+
+
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     v = np.asarray(values, dtype=np.float64)
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0

@@ -60,7 +60,7 @@ from typing import Any
 
 import yaml
 
-from weince_lab.experiments.common import REPO, continue_argv, mean_std, run_module, write_results
+from weince_lab.experiments.common import REPO, continue_argv, mean_std, run_log, run_module, write_results
 from weince_lab.report import table
 
 PAPER_CONFIG, QUICK_CONFIG = "cifar100_resnet18_authors.yaml", "cpu_proxy_cifar10.yaml"
@@ -364,7 +364,7 @@ def train_if_needed(folder: Path, argv: list[str], groups: dict[str, Any]) -> st
     if (folder / "results.json").is_file():
         return "trained before"
     more, status = continue_argv(folder)
-    run_module("simcse_weince.cli.train_vision", [*argv, *more], folder.with_suffix(".log"))
+    run_module("simcse_weince.cli.train_vision", [*argv, *more], run_log(folder))
     return status
 
 

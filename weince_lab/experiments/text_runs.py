@@ -32,6 +32,7 @@ from weince_lab.experiments.common import (
     mean_std,
     plot_metrics,
     run_function,
+    run_log,
     run_module,
     split_variant,
     start_runs,
@@ -297,7 +298,7 @@ def main() -> None:
                     *args.extra,
                     *continue_argv(out)[0],  # a killed run resumes from its last complete checkpoint
                 ]
-                run_module("simcse_weince.cli.train_text", train_args, out.with_suffix(".train.log"))
+                run_module("simcse_weince.cli.train_text", train_args, run_log(out, ".train"))
             ev = out / "eval"
             if not (ev / f"eval_{args.eval_mode}.json").is_file():
                 eval_args = [
@@ -311,7 +312,7 @@ def main() -> None:
                     str(ev),
                     "--no_progress",
                 ]
-                run_module("simcse_weince.cli.evaluate", eval_args, out.with_suffix(".eval.log"))
+                run_module("simcse_weince.cli.evaluate", eval_args, run_log(out, ".eval"))
             report = json.loads((ev / f"eval_{args.eval_mode}.json").read_text())
             row = score_row(report, args.eval_mode, STS_SHORT)
             row.update(geometry(out / "model", ev / "geometry.json"))

@@ -23,6 +23,7 @@ from weince_lab.experiments.common import (
     continue_argv,
     mean_std,
     plot_metrics,
+    run_log,
     run_module,
     split_variant,
     summary_table,
@@ -81,7 +82,7 @@ def main() -> None:
                         *args.extra,
                         *continue_argv(out)[0],
                     ],
-                    out.parent / f"{out.name}.log",  # not with_suffix: a setting's '.' is no suffix
+                    run_log(out),
                 )
             res = json.loads((out / "results.json").read_text())
             per_run[loss][seed] = res["after"]

@@ -261,3 +261,25 @@ def test_a_variant_is_a_registered_loss_with_settings() -> None:
     for bad in ("softmax", "weince", "hcl:beta", "hcl:=2"):
         with pytest.raises(ValueError, match="variant"):
             text_runs.variant_args(bad)
+
+
+def test_each_seed_of_a_variant_with_a_dot_logs_to_its_own_file(tmp_path: Path, monkeypatch) -> None:
+    """``sigmoid:loss_learning_rate=0.001`` trains in ``…=0.001-seed0``; its log is that name + ``.train.log``, one
+    per seed (``with_suffix`` read ``.001-seed0`` as a suffix and gave every seed one log)."""
+    logs: list[Path] = []
+
+    def train(module: str, argv: list[str], log: Path) -> None:
+        folder = Path(argv[argv.index("--output_dir") + 1])
+        fabricate_run(folder, int(argv[argv.index("--seed") + 1]), 71.0, diagnosed=False)
+        logs.append(log)
+
+    stub_the_driver(monkeypatch)
+    monkeypatch.setattr(text_runs, "run_module", train)
+    runs, variant = tmp_path / "runs", "sigmoid:loss_learning_rate=0.001"
+    argv = ["text_runs", "--config", "x.yaml", "--variants", "infonce", variant, "--seeds", "0", "1",
+            "--runs_dir", str(runs), "--out", str(tmp_path / "ab")]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    text_runs.main()
+    assert [p.name for p in logs] == [
+        "infonce-seed0.train.log", f"{variant}-seed0.train.log", "infonce-seed1.train.log", f"{variant}-seed1.train.log"
+    ]  # fmt: skip
