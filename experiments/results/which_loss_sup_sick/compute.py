@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+from weince_lab.simulation.search import mean_interval
 
 HERE = Path(__file__).resolve().parent
 field = json.loads((HERE.parent / "which_loss_sup_sick.json").read_text())["per_run"]
@@ -29,10 +30,8 @@ METRICS = ["STS avg", "STS-B"]
 SEEDS = ["0", "1", "2"]
 
 
-def interval(values):
-    v = np.asarray(values, dtype=float)
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return [float(v.mean()), float(v.mean() - half), float(v.mean() + half)]
+def interval(values: list[float]) -> list[float]:
+    return list(mean_interval(values))  # mean and 95 % Student-t interval
 
 
 out: dict = {"seeds": SEEDS, "configurations": {}, "losses": {}}

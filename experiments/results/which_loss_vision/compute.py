@@ -24,11 +24,12 @@ reported on the test seeds. Per loss: mean ± sd over the seeds, the difference 
 """
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+from weince_lab.experiments.common import variant_folder
+from weince_lab.simulation.search import mean_interval
 
 HERE = Path(__file__).resolve().parent
 stored = json.loads((HERE.parent / "which_loss_vision.json").read_text())
@@ -48,15 +49,13 @@ CONFIGURATIONS = {
 
 
 def interval(values: list[float]) -> list[float]:
-    v = np.asarray(values, dtype=float)
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return [float(v.mean()), float(v.mean() - half), float(v.mean() + half)]
+    return list(mean_interval(values))  # mean and 95 % Student-t interval
 
 
 runs = {name: {m: by_metric[m]["runs"] for m in METRICS[1:]} for name, by_metric in stored["losses"].items()}
 out_kept = {}
 for name in runs:
-    by_seed = epochs[re.sub(r"[^\w.-]+", "_", name)]  # the run folder's name (common.variant_folder)
+    by_seed = epochs[variant_folder(name)]  # keyed by the run folder's name
     runs[name]["knn200_last"] = [by_seed[str(s)]["knn200_by_epoch"][LAST] for s in SEEDS]
     out_kept[name] = [by_seed[str(s)]["kept_epoch"] for s in SEEDS]
 assert set(runs) == set(CONFIGURATIONS), sorted(runs)

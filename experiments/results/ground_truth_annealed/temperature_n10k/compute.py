@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+from weince_lab.simulation.search import mean_interval
 
 HERE = Path(__file__).resolve().parent
 TAUS = [0.02, 0.05, 0.1, 0.2, 0.5]
@@ -36,9 +37,7 @@ cells |= read(HERE.parent / "temperature_lowtau" / "temperature.cells.jsonl")
 
 
 def interval(values: list[float]) -> list[float]:
-    v = np.asarray(values, dtype=float)
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return [float(v.mean()), float(v.mean() - half), float(v.mean() + half)]
+    return list(mean_interval(values))  # mean and 95 % Student-t interval
 
 
 out: dict = {"difference": "KL at n = 10,000 minus KL at n = 100,000", "cells": []}
