@@ -5,6 +5,8 @@ validation universes and is reported on separate test universes.
     python -m weince_lab.experiments.link_truth --out /tmp/link_truth --quick  # seconds: the pipeline
     python -m weince_lab.experiments.link_truth --out experiments/results/link_truth_annealed --ks 64 \
         --steps 6000 --anneal 2000 --workers 2  # k = 64, a final decay of the rate: about 1 h, 2 cores
+    python -m weince_lab.experiments.link_truth --out experiments/results/link_truth_annealed_k16 --ks 16 \
+        --steps 6000 --anneal 2000 --workers 2  # k = 16, the same: about 30 min, 2 cores
 
 Arms (``weince_lab.simulation.learning.build_loss``): InfoNCE, InfoNCE with a learned τ, temperature-free
 (``arctanh``), WEINCE (``ols``, the shipped defaults), the learned link (a and b learned; b alone with a = 1/τ),
@@ -148,11 +150,12 @@ def truth(settings, kernel: str) -> tuple[float, float]:
 
 
 def driver_args(
-    argv: list[str] | None, description: str, quick: str, budget: bool = False
+    argv: list[str] | None, description: str, quick: str, budget: bool = False, one_k: int | None = None
 ) -> argparse.Namespace | None:
     """A known-truth driver's command line: ``--out``, ``--workers`` (>= 1; otherwise a one-line error and
-    ``None``), ``--quick`` (``quick``: what it runs); with ``budget``, also ``--ks``, ``--steps`` and ``--anneal``
-    (checked where the settings are resolved)."""
+    ``None``), ``--quick`` (``quick``: what it runs); with ``budget``, also ``--ks``, ``--steps`` and ``--anneal``;
+    with ``one_k``, ``--k`` (one number of negatives, default ``one_k``). The budget options and ``--k`` are checked
+    where the settings are resolved."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--workers", type=int, default=2)
@@ -161,6 +164,8 @@ def driver_args(
         ap.add_argument("--ks", type=int, nargs="+", help=f"numbers of negatives (default {list(KS)})")
         ap.add_argument("--steps", type=int, help="Adam steps a cell trains (default 2000)")
         ap.add_argument("--anneal", type=int, help="the last steps decay the rate linearly to 0 (default 0: constant)")
+    if one_k is not None:
+        ap.add_argument("--k", type=int, help=f"negatives per anchor (default {one_k})")
     args = ap.parse_args(argv)
     if args.workers < 1:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
@@ -169,10 +174,14 @@ def driver_args(
 
 
 def command(args: argparse.Namespace) -> str:
-    """The report's command line: the stored folder's name, and the budget options given."""
+    """The report's command line: the stored folder's name (``link_truth``: every k at a constant rate;
+    ``link_truth_annealed``: k = 64 with a final decay; ``link_truth_annealed_k16``: another single k with it), and
+    the budget options given."""
     given = [f"--{name} {' '.join(map(str, v)) if isinstance(v, list) else v}"
              for name in ("ks", "steps", "anneal") if (v := getattr(args, name)) is not None]  # fmt: skip
     folder = "experiments/results/link_truth" + ("_annealed" if args.anneal else "")
+    if args.anneal and args.ks and len(args.ks) == 1 and args.ks[0] != 64:
+        folder += f"_k{args.ks[0]}"
     return " ".join([f"--out {folder}", *given])
 
 

@@ -3,6 +3,7 @@ WEINCE on trained tables, every arm choosing among six configurations on validat
 universes, every cell trained with a final decay of its rate and checked for convergence.
 
     python -m weince_lab.experiments.which_loss_truth --out experiments/results/which_loss_tuned --workers 2
+    python -m weince_lab.experiments.which_loss_truth --out experiments/results/which_loss_tuned_k16 --k 16 --workers 2
     python -m weince_lab.experiments.which_loss_truth --out /tmp/which_loss --quick  # seconds: the pipeline
 
 **The budget** (:data:`CONFIGS`): six configurations per arm. InfoNCE: six temperatures. Every other arm: three
@@ -15,9 +16,9 @@ did); it is then trained and reported on the test universes (seeds 0, 1, 2), pai
 chosen τ: at one seed every arm sees the same universe, pairs, negatives and initial table.
 
 **The cells** are Ground truth II training cells (``weince_lab.simulation.sweep_cells.run_cell``; the temperature
-sweep's full size: 512 items, d = 8, k = 64, 256 anchors a step, 100,000 pairs) trained :data:`STEPS` Adam steps
-whose last :data:`ANNEAL` decay the rate linearly to 0, each checked against the run of 1.5× the steps with the
-same final decay (converged: the universe KL moved by at most 0.005 nats). Cells are stored as they finish
+sweep's full size: 512 items, d = 8, k = 64 or ``--k``, 256 anchors a step, 100,000 pairs) trained :data:`STEPS`
+Adam steps whose last :data:`ANNEAL` decay the rate linearly to 0, each checked against the run of 1.5× the steps
+with the same final decay (converged: the universe KL moved by at most 0.005 nats). Cells are stored as they finish
 (``cells.jsonl``, their settings in ``settings.json``: a store made with other settings is refused in one line); a
 rerun skips them and rewrites the report from the store.
 """
@@ -58,13 +59,25 @@ CONFIGS: dict[str, list[tuple[str, float]]] = {
 METRICS = {"universe_gap": "KL", "best_link_gap": "best-link KL", "top1": "top-1", "recall10": "recall@10"}
 
 
-def settings_for(quick: bool):
-    """The temperature sweep's settings (full size, or --quick) with this driver's budget and every arm; a cell
-    carries its own τ (the settings' single τ is not read by a training cell)."""
+def settings_for(quick: bool, k: int | None = None):
+    """The temperature sweep's settings (full size, or --quick) with this driver's budget and every arm, at ``k``
+    negatives (default :data:`K`; --quick: the quick sweep's); a cell carries its own τ (the settings' single τ is not
+    read by a training cell).
+
+    Raises:
+        ValueError: ``k`` below 3, in one line naming ``--ks`` (``resolve``'s check).
+    """
     losses = sorted({arm for configs in CONFIGS.values() for arm, _ in configs})
     options = {"kernels": list(KERNELS), "taus": [0.1], "losses": losses}
     options |= {"anneal": 50} if quick else {"ks": [K], "steps": STEPS, "anneal": ANNEAL, "pairs": [100_000]}
+    if k is not None:
+        options["ks"] = [k]
     return resolve("temperature", options, quick=quick)
+
+
+def folder(k: int) -> str:
+    """The stored comparison's folder: ``which_loss_tuned`` at k = :data:`K`, ``which_loss_tuned_k{k}`` otherwise."""
+    return "experiments/results/which_loss_tuned" + ("" if k == K else f"_k{k}")
 
 
 def choose(scored: list[tuple[float, bool, str, float]]) -> tuple[str, float]:
@@ -76,11 +89,16 @@ def choose(scored: list[tuple[float, bool, str, float]]) -> tuple[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = driver_args(argv, __doc__.split("\n\n")[0], "a tiny universe and short runs: the pipeline in seconds")
+    args = driver_args(
+        argv, __doc__.split("\n\n")[0], "a tiny universe and short runs: the pipeline in seconds", one_k=K
+    )
     if args is None:
         return 2
-    settings = settings_for(args.quick)
+    if args.k is not None and args.k < 3:  # WEINCE's tail fits need 3 candidates (the sweeps' own check says --ks)
+        print(f"error: --k must be an integer >= 3, got {args.k}", file=sys.stderr)
+        return 2
     try:
+        settings = settings_for(args.quick, args.k)
         claim_store(args.out, settings)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -124,8 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         "# Which loss, when: known truth at one tuning budget (trained tables, k = "
         f"{k}, every cell converged or marked)",
         "",
-        "Written by `python -m weince_lab.experiments.which_loss_truth --out experiments/results/which_loss_tuned "
-        "--workers 2`" + (" --quick (pipeline check, not a result)" if args.quick else "") + ". "
+        f"Written by `python -m weince_lab.experiments.which_loss_truth --out {folder(args.k or K)} "
+        + ("" if args.k in (None, K) else f"--k {args.k} ")
+        + "--workers 2`"
+        + (" --quick (pipeline check, not a result)" if args.quick else "")
+        + ". "
         f"N = {settings.items} items, d = {settings.dim}, {settings.steps:,} Adam steps of {settings.batch} anchors "
         f"(rate {settings.lr:g}, decaying linearly to 0 over the last {settings.anneal:,}), {pairs:,} training pairs. "
         f"Each arm chose one of its six configurations per kernel by the lowest mean universe KL on validation "

@@ -3,6 +3,7 @@ decay stated in the report, and a store that refuses cells made with other setti
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -57,3 +58,15 @@ def test_a_bad_budget_is_one_line_before_any_cell(tmp_path: Path, capsys: pytest
     err = capsys.readouterr().err
     assert err.startswith("error: --anneal must be < --steps") and err.count("\n") == 1
     assert not (tmp_path / "never").exists()
+
+
+def test_the_report_names_each_stored_folder() -> None:
+    def command(ks: list[int] | None, steps: int | None, anneal: int | None) -> str:
+        return driver.command(argparse.Namespace(ks=ks, steps=steps, anneal=anneal))
+
+    assert command(None, None, None) == "--out experiments/results/link_truth"
+    assert (
+        command([64], 6000, 2000) == "--out experiments/results/link_truth_annealed --ks 64 --steps 6000 --anneal 2000"
+    )
+    assert command([16], 6000, 2000).startswith("--out experiments/results/link_truth_annealed_k16 --ks 16 ")
+    assert command([16, 256], 6000, 2000).startswith("--out experiments/results/link_truth_annealed --ks 16 256 ")

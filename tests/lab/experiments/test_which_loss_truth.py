@@ -57,3 +57,18 @@ def test_a_bad_worker_count_is_one_line_before_any_cell(tmp_path: Path, capsys: 
     assert driver.main(["--out", str(tmp_path / "never"), "--workers", "0"]) == 2
     assert capsys.readouterr().err == "error: --workers must be >= 1, got 0\n"
     assert not (tmp_path / "never").exists()
+
+
+def test_k_sets_the_cells_and_the_stored_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert driver.settings_for(quick=False, k=16).ks == (16,)
+    assert driver.settings_for(quick=False).to_dict() | {"ks": [16]} == driver.settings_for(False, 16).to_dict()
+    monkeypatch.setattr(driver, "KERNELS", ("vmf",))
+    monkeypatch.setattr(driver, "CONFIGS", {"infonce": [("infonce", 0.5)]})
+    assert driver.main(["--out", str(tmp_path), "--quick", "--workers", "1", "--k", "5"]) == 0
+    assert {json.loads(line)["cell"]["k"] for line in (tmp_path / "cells.jsonl").read_text().splitlines()} == {5}
+    assert "--out experiments/results/which_loss_tuned_k5 --k 5 --workers 2" in (tmp_path / "output.md").read_text()
+    assert driver.main(["--out", str(tmp_path / "never"), "--k", "2"]) == 2
+    assert capsys.readouterr().err == "error: --k must be an integer >= 3, got 2\n"
+    assert not (tmp_path / "never").exists()
