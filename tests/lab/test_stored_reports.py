@@ -175,8 +175,9 @@ def _checks(record: dict) -> list[dict]:
 @pytest.mark.parametrize("cells", CELL_STORES, ids=lambda p: p.relative_to(RESULTS).as_posix())
 def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them(cells: Path) -> None:
     """A cell of a checked store holds its budget's and its 1.5x check's universe KL and a verdict that is theirs
-    (moved by at most the tolerance); its report's count of passed checks is the cells' own. A store trained before
-    the check holds none and its report says 'not checked'."""
+    (moved by at most the tolerance); its report's count of passed checks is the cells' own, and every cell that failed
+    its check is named in the report's table of unconverged arms (nothing ranked off it unmarked). A store trained
+    before the check holds none and its report says 'not checked'."""
     name = cells.relative_to(RESULTS).as_posix()
     records = [json.loads(line) for line in cells.read_text(encoding="utf-8").splitlines() if line.strip()]
     report = cells.with_name("output.md" if cells.name == "cells.jsonl" else cells.name.replace(".cells.jsonl", ".md"))
@@ -192,3 +193,17 @@ def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them
         assert c["converged"] == (abs(c["moved"]) <= c["tolerance"]) and c["tolerance"] == 0.005
     passed = sum(c["converged"] for c in checks)
     assert f"{passed:,} of {len(checks):,} checks passed" in text
+    # every cell that failed its check is named (its arm's row in the report's convergence table): none unmarked
+    table_text = text[text.index("**Convergence**") :].split("\n\n")
+    rows = [line.strip("|").split(" | ") for part in table_text for line in part.splitlines() if line.startswith("|")]
+    rows = [[v.strip() for v in row] for row in rows]
+    names = rows[0][: rows[0].index("converged")] if rows else []
+    named = {tuple(row[: len(names)]) for row in rows[2:]}
+    for record in records:
+        check = record["convergence"]
+        for part, c in (
+            {"train": check["train"], "heldout": check["heldout"]} if "train" in check else {"": check}
+        ).items():
+            if not c["converged"]:
+                fields = {**record["cell"], "part": part}
+                assert tuple(str(fields[n]) for n in names) in named, (name, record["cell"], part)
