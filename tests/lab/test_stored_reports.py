@@ -120,7 +120,11 @@ def test_the_batch_and_protocol_and_negatives_tables_regenerate() -> None:
 
 @pytest.mark.parametrize(
     ("folder", "options"),
-    [("link_truth", []), ("link_truth_annealed", ["--ks", "64", "--steps", "6000", "--anneal", "2000"])],
+    [
+        ("link_truth", []),
+        ("link_truth_annealed", ["--ks", "64", "--steps", "6000", "--anneal", "2000"]),
+        ("link_truth_annealed_k16", ["--ks", "16", "--steps", "6000", "--anneal", "2000"]),
+    ],
 )
 def test_the_link_truth_report_regenerates_from_its_cells(folder: str, options: list[str], tmp_path: Path) -> None:
     for name in ("cells.jsonl", "settings.json"):
@@ -132,12 +136,13 @@ def test_the_link_truth_report_regenerates_from_its_cells(folder: str, options: 
     assert _same(made, kept)
 
 
-def test_the_tuned_loss_comparison_regenerates_from_its_cells(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("folder", "options"), [("which_loss_tuned", [])])
+def test_the_tuned_loss_comparison_regenerates_from_its_cells(folder: str, options: list[str], tmp_path: Path) -> None:
     """The known-truth loss comparison at one tuning budget: its choices and tables from the stored cells alone."""
     for name in ("cells.jsonl", "settings.json"):
-        shutil.copy(RESULTS / "which_loss_tuned" / name, tmp_path / name)
-    assert which_loss_truth.main(["--out", str(tmp_path), "--workers", "1"]) == 0  # every cell stored: none runs
-    stored = RESULTS / "which_loss_tuned"
+        shutil.copy(RESULTS / folder / name, tmp_path / name)
+    assert which_loss_truth.main(["--out", str(tmp_path), "--workers", "1", *options]) == 0  # nothing runs
+    stored = RESULTS / folder
     assert (tmp_path / "output.md").read_text(encoding="utf-8") == (stored / "output.md").read_text(encoding="utf-8")
     # the summary's unrounded floats to 1e-9 relative (the lowest scipy allowed gives t quantiles 1e-12 apart)
     made, kept = (json.loads((folder / "output.json").read_text(encoding="utf-8")) for folder in (tmp_path, stored))
