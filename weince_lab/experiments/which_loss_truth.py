@@ -13,7 +13,9 @@ and with its von Mises weighting (σ = 0.5), Focal-InfoNCE's margin, the sigmoid
 1/τ). An arm's configuration is chosen per kernel by the lowest mean universe KL on the validation universes (seeds
 100, 101), among the configurations whose validation cells all passed the convergence check (all of them when none
 did); it is then trained and reported on the test universes (seeds 0, 1, 2), paired by seed with InfoNCE at its own
-chosen τ: at one seed every arm sees the same universe, pairs, negatives and initial table.
+chosen τ: at one seed every arm sees the same universe, pairs, negatives and initial table. Where the convergence
+filter skipped an arm's configuration of lowest validation KL, that configuration is trained on the test seeds too
+and reported beside the chosen one, as the rule's sensitivity (:func:`filter_section`).
 
 **The cells** are Ground truth II training cells (``weince_lab.simulation.sweep_cells.run_cell``; the temperature
 sweep's full size: 512 items, d = 8, k = 64 or ``--k``, 256 anchors a step, 100,000 pairs) trained :data:`STEPS`
@@ -88,6 +90,48 @@ def choose(scored: list[tuple[float, bool, str, float]]) -> tuple[str, float]:
     return best[2], best[3]
 
 
+def filter_section(skipped: dict, chosen: dict, records: dict, k: int, pairs: int, seeds, summary: dict) -> list[str]:
+    """The report's section on the selection rule's convergence filter: each (kernel, arm) whose lowest validation
+    KL belongs to a configuration the filter skipped, that configuration's test cells beside the chosen one's, both
+    paired by seed against InfoNCE at its chosen τ (``summary["filter"]`` gets the same)."""
+
+    def figures(kern: str, arm: str, tau: float, metric: str) -> list[float]:
+        return [records[key(cell(kern, k, arm, tau, s, pairs))][metric] for s in seeds]
+
+    lines = [
+        "## The rule's convergence filter: the lowest validation KL it skipped",
+        "",
+        "The rule skips a configuration when one of its validation cells moved by more than the tolerance at its "
+        "check. Where that skipped the configuration of lowest validation KL, the skipped one was trained on the test "
+        "seeds too and is shown beside the chosen one: Δ paired by seed against InfoNCE at its chosen τ. A sensitivity "
+        "of the rule, not its result: the tables above are the rule's.",
+        "",
+    ]
+    summary["filter"] = []
+    if not skipped:
+        return [*lines, "None: every arm's lowest validation KL was among its converged configurations."]
+    rows = []
+    for (kern, name), (arm, tau) in skipped.items():
+        base = chosen[kern, "infonce"]
+        row = {"kernel": kern, "arm": name, "skipped": [arm, tau], "chosen": list(chosen[kern, name])}
+        cols = []
+        for which, (a, t) in (("skipped", (arm, tau)), ("chosen", chosen[kern, name])):
+            diff = {
+                m: list(np.subtract(figures(kern, a, t, m), figures(kern, *base, m))) for m in ("universe_gap", "top1")
+            }
+            row[which] = {f"minus_infonce_{m}": interval(v) for m, v in diff.items()}
+            cols += [fmt(diff["universe_gap"], 4), fmt(diff["top1"])]
+        converged = sum(records[key(cell(kern, k, arm, tau, s, pairs))]["convergence"]["converged"] for s in seeds)
+        row["skipped_converged"] = converged
+        summary["filter"].append(row)
+        mine = chosen[kern, name]
+        rows.append([kern, name, f"{arm.partition(':')[2] or '—'}, τ {tau:g}", f"{converged}/{len(seeds)}", *cols[:2],
+                     f"{mine[0].partition(':')[2] or '—'}, τ {mine[1]:g}", *cols[2:]])  # fmt: skip
+    header = ["kernel", "arm", "skipped (knob, τ)", "its test cells converged", "Δ KL", "Δ top-1", "chosen", "Δ KL",
+              "Δ top-1"]  # fmt: skip
+    return [*lines, *table(header, rows)]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = driver_args(
         argv, __doc__.split("\n\n")[0], "a tiny universe and short runs: the pipeline in seconds", one_k=K
@@ -115,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
            for configs in CONFIGS.values() for arm, tau in configs]  # fmt: skip
     val_records = run_cells(settings, val, store, args.workers)
     chosen: dict[tuple[str, str], tuple[str, float]] = {}
+    lowest: dict[tuple[str, str], tuple[str, float]] = {}  # the lowest validation KL, converged or not
     validation_rows = []
     for kern in KERNELS:
         for name, configs in CONFIGS.items():
@@ -124,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 ok = all(r["convergence"]["converged"] for r in got)
                 scored.append((float(np.mean([r["universe_gap"] for r in got])), ok, arm, tau))
             chosen[kern, name] = choose(scored)
+            lowest[kern, name] = choose([(kl, True, arm, tau) for kl, _, arm, tau in scored])
             for kl, ok, arm, tau in scored:
                 mark = "**chosen**" if (arm, tau) == chosen[kern, name] else ""
                 validation_rows.append([kern, arm, f"{tau:g}", f"{kl:.4f}", "yes" if ok else "no", mark])
@@ -131,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     # 2. test: every arm at its chosen configuration
     test = [cell(kern, k, *chosen[kern, name], s, pairs) for s in test_seeds for kern in KERNELS for name in CONFIGS]
     test_records = run_cells(settings, test, store, args.workers)
+    # 2b. the filter's sensitivity: a lowest-KL configuration the convergence filter skipped, on the test seeds too
+    skipped = {arm: lowest[arm] for arm in chosen if lowest[arm] != chosen[arm]}
+    extra = [cell(kern, k, *skipped[kern, name], s, pairs) for s in test_seeds for kern, name in skipped]
+    filter_records = run_cells(settings, extra, store, args.workers)
 
     # 3. report
     summary: dict = {
@@ -197,8 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         lines += [f"## Kernel {kern}", "", *table(header, rows), ""]
     lines += ["## Validation: every configuration's mean universe KL", ""]
     lines += table(["kernel", "arm", "τ", "KL", "converged", ""], validation_rows)
+    lines += ["", *filter_section(skipped, chosen, {**test_records, **filter_records}, k, pairs, test_seeds, summary)]
     summary["convergence"], checked = convergence_section(
-        [*val_records.values(), *test_records.values()], ("kernel", "loss", "tau", "seed")
+        list({**val_records, **test_records, **filter_records}.values()), ("kernel", "loss", "tau", "seed")
     )
     lines += checked
     write(args.out / "output", "\n".join(lines) + "\n", summary, indent=1)

@@ -72,3 +72,30 @@ def test_k_sets_the_cells_and_the_stored_folder(
     assert driver.main(["--out", str(tmp_path / "never"), "--k", "2"]) == 2
     assert capsys.readouterr().err == "error: --k must be an integer >= 3, got 2\n"
     assert not (tmp_path / "never").exists()
+
+
+def test_the_filter_section_sets_a_skipped_lowest_configuration_beside_the_chosen_one() -> None:
+    k, pairs, seeds = 16, 1000, (0, 1)
+    chosen = {("vmf", "infonce"): ("infonce", 0.5), ("vmf", "hcl"): ("hcl:hcl_beta=0.5", 0.5)}
+    skipped = {("vmf", "hcl"): ("hcl:hcl_beta=1", 0.1)}
+    figures = {  # (loss, τ) → per seed (universe KL, top-1, converged)
+        ("infonce", 0.5): [(1.0, 0.5, True), (1.2, 0.6, True)],
+        ("hcl:hcl_beta=0.5", 0.5): [(1.5, 0.4, True), (1.7, 0.5, True)],
+        ("hcl:hcl_beta=1", 0.1): [(0.9, 0.55, False), (1.0, 0.6, True)],
+    }
+    records = {
+        driver.key(driver.cell("vmf", k, loss, tau, s, pairs)): {
+            "universe_gap": kl, "top1": top1, "convergence": {"converged": ok}
+        }
+        for (loss, tau), per_seed in figures.items() for s, (kl, top1, ok) in zip(seeds, per_seed, strict=True)
+    }  # fmt: skip
+    summary: dict = {}
+    lines = driver.filter_section(skipped, chosen, records, k, pairs, seeds, summary)
+    (row,) = summary["filter"]
+    assert row["skipped"]["minus_infonce_universe_gap"][0] == pytest.approx(-0.15)  # (0.9 − 1.0 + 1.0 − 1.2) / 2
+    assert row["chosen"]["minus_infonce_universe_gap"][0] == pytest.approx(0.5)
+    assert row["skipped"]["minus_infonce_top1"][0] == pytest.approx(0.025) and row["skipped_converged"] == 1
+    assert any(line.startswith("| vmf | hcl | hcl_beta=1, τ 0.1 | 1/2 | -0.1500") for line in lines)
+    none: dict = {}
+    assert driver.filter_section({}, chosen, records, k, pairs, seeds, none)[-1].startswith("None:")
+    assert none["filter"] == []
