@@ -8,7 +8,9 @@ import argparse
 import json
 import math
 import re
+import runpy
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -213,3 +215,16 @@ def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them
             if not c["converged"]:
                 fields = {**record["cell"], "part": part}
                 assert tuple(str(fields[n]) for n in names) in named, (name, record["cell"], part)
+
+
+def test_the_negatives_ranking_regenerates_from_its_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decayed negatives sweep's ranking (arm − InfoNCE, paired by seed) from its stored cells, by the script beside
+    the constant-rate one."""
+    stored = RESULTS / "ground_truth_annealed" / "negatives_6000"
+    shutil.copy(stored / "negatives.cells.jsonl", tmp_path / "negatives.cells.jsonl")
+    script = RESULTS / "ground_truth" / "negatives_ranking" / "compute.py"
+    monkeypatch.setattr(sys, "argv", [str(script), str(tmp_path)])
+    runpy.run_path(str(script), run_name="__main__")
+    for name in ("output.md", "output.json"):
+        made = (tmp_path / "negatives_ranking" / name).read_text(encoding="utf-8")
+        assert made == (stored / "negatives_ranking" / name).read_text(encoding="utf-8")
