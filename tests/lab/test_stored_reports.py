@@ -152,13 +152,13 @@ def test_the_tuned_loss_comparison_regenerates_from_its_cells(folder: str, optio
     assert _same(made, kept)
 
 
-def _same(made: object, kept: object) -> bool:
+def _same(made: object, kept: object, rel: float = 1e-9) -> bool:
     if isinstance(made, float) and isinstance(kept, float):
-        return math.isclose(made, kept, rel_tol=1e-9, abs_tol=1e-12)
+        return math.isclose(made, kept, rel_tol=rel, abs_tol=1e-12)
     if isinstance(made, dict) and isinstance(kept, dict):
-        return made.keys() == kept.keys() and all(_same(made[k], kept[k]) for k in made)
+        return made.keys() == kept.keys() and all(_same(made[k], kept[k], rel) for k in made)
     if isinstance(made, list) and isinstance(kept, list):
-        return len(made) == len(kept) and all(_same(m, k) for m, k in zip(made, kept, strict=True))
+        return len(made) == len(kept) and all(_same(m, k, rel) for m, k in zip(made, kept, strict=True))
     return made == kept
 
 
@@ -225,6 +225,8 @@ def test_the_negatives_ranking_regenerates_from_its_cells(tmp_path: Path, monkey
     script = RESULTS / "ground_truth" / "negatives_ranking" / "compute.py"
     monkeypatch.setattr(sys, "argv", [str(script), str(tmp_path)])
     runpy.run_path(str(script), run_name="__main__")
-    for name in ("output.md", "output.json"):
-        made = (tmp_path / "negatives_ranking" / name).read_text(encoding="utf-8")
-        assert made == (stored / "negatives_ranking" / name).read_text(encoding="utf-8")
+    made, kept = (folder / "negatives_ranking" for folder in (tmp_path, stored))
+    assert (made / "output.md").read_text(encoding="utf-8") == (kept / "output.md").read_text(encoding="utf-8")
+    # the unrounded floats to 1e-6 relative: with the lowest numpy and scipy allowed, a difference of two nearly equal
+    # KLs and its interval come out up to 1.2e-9 relative apart
+    assert _same(*(json.loads((f / "output.json").read_text(encoding="utf-8")) for f in (made, kept)), rel=1e-6)
