@@ -217,10 +217,13 @@ def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them
                 assert tuple(str(fields[n]) for n in names) in named, (name, record["cell"], part)
 
 
-def test_the_negatives_ranking_regenerates_from_its_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The decayed negatives sweep's ranking (arm − InfoNCE, paired by seed) from its stored cells, by the script beside
-    the constant-rate one."""
-    stored = RESULTS / "ground_truth_annealed" / "negatives_6000"
+@pytest.mark.parametrize("sweep", ["ground_truth", "ground_truth_annealed/negatives_6000"])
+def test_the_negatives_ranking_regenerates_from_its_cells(
+    sweep: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A negatives sweep's ranking (arm − InfoNCE, paired by seed) from its stored cells, by the one script (beside the
+    constant-rate sweep's), for the constant-rate and the decayed sweep."""
+    stored = RESULTS / sweep
     shutil.copy(stored / "negatives.cells.jsonl", tmp_path / "negatives.cells.jsonl")
     script = RESULTS / "ground_truth" / "negatives_ranking" / "compute.py"
     monkeypatch.setattr(sys, "argv", [str(script), str(tmp_path)])
