@@ -145,6 +145,7 @@ class TrainResult:
     beta_mean: float  # WEINCE's mean β over the last tenth (1 for InfoNCE)
     learned: dict[str, float] = field(default_factory=dict)  # the link losses' (a, b) at the end
     check: Check | None = None  # the state at the convergence check's step count (``check_steps``), if asked
+    stops: dict[str, Stop] = field(default_factory=dict)  # early stopping's best states per track (``Watch``)
 
 
 @dataclass
@@ -159,19 +160,62 @@ class Check:
     loss_state: dict
 
 
+@dataclass
+class Stop:
+    """The state an early-stopped run is read at: the step, its validation ``score`` there, the trained parameters'
+    values and the loss's state."""
+
+    steps: int
+    score: float
+    parameters: list[torch.Tensor]
+    loss_state: dict
+
+
+@dataclass
+class Watch:
+    r"""Early stopping: every ``every`` steps of a run, and at its last, ``score()`` (a no-grad validation figure,
+    lower is better; it draws nothing from the training's generators) is read, and each track keeps its lowest:
+    ``best["budget"]`` over the run's own steps and ``best["check"]`` over its convergence check's (the steps the two
+    share count for both). The procedure's result is the state at arg min over the read steps t of score(t), and its
+    convergence check is the same arg min over the 1.5× run: ties keep the earlier step."""
+
+    every: int
+    score: Callable[[], float]
+    best: dict[str, Stop] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        checks.integer_at_least(1)("every", self.every)
+
+    def see(self, step: int, tracks: tuple[str, ...], parameters: list[torch.Tensor], loss: ContrastiveLoss) -> None:
+        """Read the score at ``step`` (the steps taken) and keep the state where it is the lowest of a track."""
+        score = float(self.score())
+        for track in tracks:
+            if track not in self.best or score < self.best[track].score:
+                self.best[track] = Stop(step, score, *_state(parameters, loss))
+
+
 @contextmanager
-def checked_state(result: TrainResult, parameters: list[torch.Tensor], loss: ContrastiveLoss) -> Iterator[None]:
+def held_at(
+    parameters: list[torch.Tensor], loss: ContrastiveLoss, values: list[torch.Tensor], state: dict
+) -> Iterator[None]:
     """Within it, ``parameters`` (the trained ones, in the order they were given to the training; none: only the
-    loss) and ``loss`` hold their values at the convergence check (``result.check``), and after it their values at
-    the budget again."""
-    if result.check is None:
-        raise ValueError("the run was not continued to a convergence check (check_steps)")
-    budget = _state(parameters, loss)
-    _load(parameters, loss, result.check.parameters, result.check.loss_state)
+    loss) hold ``values`` and ``loss`` holds ``state``; after it, what they held before."""
+    before = _state(parameters, loss)
+    _load(parameters, loss, values, state)
     try:
         yield
     finally:
-        _load(parameters, loss, *budget)
+        _load(parameters, loss, *before)
+
+
+@contextmanager
+def checked_state(result: TrainResult, parameters: list[torch.Tensor], loss: ContrastiveLoss) -> Iterator[None]:
+    """Within it, ``parameters`` (as for :func:`held_at`) and ``loss`` hold their values at the convergence check
+    (``result.check``), and after it their values at the budget again."""
+    if result.check is None:
+        raise ValueError("the run was not continued to a convergence check (check_steps)")
+    with held_at(parameters, loss, result.check.parameters, result.check.loss_state):
+        yield
 
 
 def _load(parameters: list[torch.Tensor], loss: ContrastiveLoss, values: list[torch.Tensor], state: dict) -> None:
@@ -224,9 +268,11 @@ def _fit(
     embed: Callable[[], torch.Tensor],
     parameters: list[torch.Tensor],
     check_steps: int | None = None,
+    watch: Watch | None = None,
 ) -> TrainResult:
     """The one training loop: ``embed()`` gives the (N, d′) rows of the universe's items (a table, or an encoder of
-    their observations), Adam moves ``parameters`` at :func:`learning_rate`.
+    their observations), Adam moves ``parameters`` at :func:`learning_rate`; ``watch`` (early stopping) reads its
+    score along the way and keeps the best states (:class:`Watch`), without changing the run.
 
     With ``check_steps`` > ``cfg.steps`` the run is also continued to ``check_steps`` (the convergence check) and
     its state there kept in ``result.check``; the parameters and the loss are then put back to their values at
@@ -245,7 +291,7 @@ def _fit(
     tail = max(1, cfg.steps // 10)
     losses, lams, betas = [], [], []
 
-    def steps(first: int, last: int, end: int, budget: bool) -> None:
+    def steps(first: int, last: int, end: int, budget: bool, tracks: tuple[str, ...]) -> None:
         for step in range(first, last):
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(cfg, step, end)
@@ -257,6 +303,8 @@ def _fit(
             optimizer.zero_grad(set_to_none=True)
             value.backward()
             optimizer.step()
+            if watch is not None and ((step + 1) % watch.every == 0 or step + 1 == end):
+                watch.see(step + 1, tracks, parameters, loss)
             if budget and cfg.steps - tail <= step:
                 losses.append(value.detach())
                 if isinstance(loss, loss_class("weince")) and loss.last_statistics is not None:
@@ -264,11 +312,11 @@ def _fit(
                     betas.append(loss.last_statistics.beta.mean())
 
     fork = cfg.steps - cfg.anneal  # the steps the budget and its check share
-    steps(0, fork, cfg.steps, budget=True)
+    steps(0, fork, cfg.steps, budget=True, tracks=("budget", "check") if checking else ("budget",))
     shared = None
     if checking and cfg.anneal:
         shared = (_state(parameters, loss), copy.deepcopy(optimizer.state_dict()), data.get_state())
-    steps(fork, cfg.steps, cfg.steps, budget=True)
+    steps(fork, cfg.steps, cfg.steps, budget=True, tracks=("budget",))
     check = None
     if checking:
         budget = _state(parameters, loss)
@@ -276,7 +324,7 @@ def _fit(
             _load(parameters, loss, *shared[0])
             optimizer.load_state_dict(shared[1])
             data.set_state(shared[2])
-        steps(cfg.steps if shared is None else fork, total, total, budget=False)
+        steps(cfg.steps if shared is None else fork, total, total, budget=False, tracks=("check",))
         with torch.no_grad():
             table = torch.nn.functional.normalize(embed().double(), dim=1)
         check = Check(total, table, *_state(parameters, loss))
@@ -290,6 +338,7 @@ def _fit(
         float(torch.stack(betas).mean()) if betas else 1.0,
         loss.learned_values(),
         check,
+        dict(watch.best) if watch is not None else {},
     )
 
 
@@ -347,9 +396,14 @@ def train_encoder(
     cfg: TrainConfig,
     hidden: int = 64,
     check_steps: int | None = None,
+    watch: Callable[[Encoder], Watch] | None = None,
 ) -> tuple[Encoder, TrainResult]:
     """Train an :class:`Encoder` of the items' observations ``obs`` (N, width) on pairs from ``universe``; the
     seeded initial weights are shared by every loss at one seed. The result's table is the encoded universe;
-    ``check_steps`` as for :func:`train_table` (:func:`checked_state` puts the encoder at the check)."""
+    ``check_steps`` as for :func:`train_table` (:func:`checked_state` puts the encoder at the check). ``watch``
+    makes the early-stopping :class:`Watch` of the encoder (its score reads the encoder); its best states are the
+    result's ``stops`` (:func:`held_at` puts the encoder at one)."""
     encoder = Encoder(obs.shape[1], hidden, cfg.dim, cfg.seed)
-    return encoder, _fit(universe, loss, cfg, lambda: encoder(obs), list(encoder.parameters()), check_steps)
+    watching = watch(encoder) if watch is not None else None
+    parameters = list(encoder.parameters())
+    return encoder, _fit(universe, loss, cfg, lambda: encoder(obs), parameters, check_steps, watching)

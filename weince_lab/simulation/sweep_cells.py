@@ -16,6 +16,7 @@ existed, and Whiteley's literal ones under ``"literal"``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -26,8 +27,10 @@ import torch
 
 from weince_lab.simulation.learning import (
     TrainConfig,
+    Watch,
     build_loss,
     checked_state,
+    held_at,
     observations,
     train_encoder,
     train_table,
@@ -244,49 +247,90 @@ def ranking_and_link(settings: SweepSettings, cell: dict, universe: Universe, ta
     }
 
 
+def encoder_split(items: int, early_stop: int) -> tuple[int, int, int]:
+    """An encoder cell's (trained, validation, held-out) item counts: half of the items trained on; the others all
+    held out, or (early stopping, ``early_stop`` > 0) their first half for validation and the rest held out."""
+    seen = items // 2
+    validation = (items - seen) // 2 if early_stop else 0
+    return seen, validation, items - seen - validation
+
+
 def encoder_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dict:
     """An MLP encoder of noisy observations trained on half of the items, scored on both halves (the held-out half
     is a universe of its own: its Bayes search is over the held-out items, and its link is refitted on search
-    problems among them)."""
-    half = universe.size // 2
+    problems among them).
+
+    With early stopping (``settings.early_stop`` = E > 0) the unseen items are split (:func:`encoder_split`): the
+    validation items' universe KL is read every E steps, and the encoder is scored at the step t̂ = arg min of it,
+    on the trained and the held-out items (which never choose anything). Its convergence check is the same
+    procedure over the 1.5× run: the figures at that run's own arg min (``stopped``: both steps and validation KLs).
+    """
+    seen_count, validation_count, _ = encoder_split(universe.size, settings.early_stop)
     order = torch.randperm(universe.size, generator=torch.Generator().manual_seed(cell["seed"] + 17))
-    seen, held = order[:half], order[half:]
+    seen, validation = order[:seen_count], order[seen_count : seen_count + validation_count]
+    held = order[seen_count + validation_count :]
     obs = observations(universe, settings.obs_width, settings.noise, cell["seed"])
     loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
     train_part, heldout_part = universe.subset(seen), universe.subset(held)
     later = check_steps(settings.steps)
     cfg = _train_config(settings, cell)
-    encoder, result = train_encoder(train_part, obs[seen], loss, cfg, settings.hidden, check_steps=later)
 
-    def heldout_table() -> torch.Tensor:
+    def unit(model: torch.nn.Module, items: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            return torch.nn.functional.normalize(encoder(obs[held]).double(), dim=1)
+            return torch.nn.functional.normalize(model(obs[items]).double(), dim=1)
 
-    with checked_state(result, list(encoder.parameters()), loss):
-        check_gaps = (
-            universe_gap(train_part, result.check.table, loss),
-            universe_gap(heldout_part, heldout_table(), loss),
-        )
-    heldout = heldout_table()
+    make_watch = None
+    if settings.early_stop:
+        validation_part = universe.subset(validation)
+
+        def make_watch(model: torch.nn.Module) -> Watch:
+            return Watch(settings.early_stop, lambda: universe_gap(validation_part, unit(model, validation), loss))
+
+    encoder, result = train_encoder(train_part, obs[seen], loss, cfg, settings.hidden, later, make_watch)
+    parameters = list(encoder.parameters())
+
+    def at(track: str) -> contextlib.AbstractContextManager:
+        """The encoder and the loss at the budget ("budget") or at its check ("check"): early stopping's state there
+        when it ran, else the run's own."""
+        stop = result.stops.get(track)
+        if stop is not None:
+            return held_at(parameters, loss, stop.parameters, stop.loss_state)
+        return contextlib.nullcontext() if track == "budget" else checked_state(result, parameters, loss)
+
+    with at("check"):
+        check_gaps = [universe_gap(part, unit(encoder, items), loss)
+                      for part, items in ((train_part, seen), (heldout_part, held))]  # fmt: skip
     size = max(settings.eval_sizes)
     generator = torch.Generator().manual_seed(cell["seed"] * 1_000_003 + size)
-    gaps = (universe_gap(train_part, result.table, loss), universe_gap(heldout_part, heldout, loss))
+    with at("budget"):
+        trained, heldout = unit(encoder, seen), unit(encoder, held)
+        gaps = (universe_gap(train_part, trained, loss), universe_gap(heldout_part, heldout, loss))
+        figures = {
+            "train": {
+                "universe_gap": gaps[0],
+                "top1": top1_agreement(train_part, trained),
+                "recall10": recall_at(train_part, trained, RECALL_K),
+            },
+            "heldout": {
+                "universe_gap": gaps[1],
+                **ranking_and_link(settings, cell, heldout_part, heldout),
+                "search_gap": search_gap(heldout_part, heldout, loss, size, settings.eval_sets, generator).to_dict(),
+                **geometry(heldout_part, heldout),
+            },
+        }
+    stopped = {}
+    if result.stops:
+        budget, check = result.stops["budget"], result.stops["check"]
+        stopped = {"stopped": {"every": settings.early_stop, "validation_items": validation_count,
+                               "steps": budget.steps, "validation_gap": budget.score,
+                               "check_steps": check.steps, "check_validation_gap": check.score}}  # fmt: skip
     return {
         "convergence": {
             "train": convergence(settings.steps, gaps[0], later, check_gaps[0], settings.anneal),
             "heldout": convergence(settings.steps, gaps[1], later, check_gaps[1], settings.anneal),
         },
-        "train": {
-            "universe_gap": gaps[0],
-            "top1": top1_agreement(train_part, result.table),
-            "recall10": recall_at(train_part, result.table, RECALL_K),
-        },
-        "heldout": {
-            "universe_gap": gaps[1],
-            **ranking_and_link(settings, cell, heldout_part, heldout),
-            "search_gap": search_gap(heldout_part, heldout, loss, size, settings.eval_sets, generator).to_dict(),
-            **geometry(heldout_part, heldout),
-        },
+        **stopped,
+        **figures,
         "lambda_mean": result.lambda_mean,
         "final_loss": result.final_loss,
     }

@@ -26,7 +26,7 @@ from weince_lab.simulation.search import (
     shortfall_statistics,
     trivial_bounds,
 )
-from weince_lab.simulation.sweep_cells import cell_key, cells, universe_of
+from weince_lab.simulation.sweep_cells import cell_key, cells, encoder_split, universe_of
 from weince_lab.simulation.sweep_settings import VARIANTS, SweepSettings
 from weince_lab.simulation.universe import kernel_law
 
@@ -566,13 +566,19 @@ def report_temperature(settings: SweepSettings, records: list[dict]) -> tuple[di
 def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, str]:
     """The summary (JSON) and the Markdown tables of an encoder sweep."""
     s = settings.to_dict()
-    half = s["items"] // 2
+    half, validation, held = encoder_split(s["items"], settings.early_stop)
+    stopping = (
+        f"; early stopping: the universe KL of {validation} other items (validation) read every {settings.early_stop} "
+        "steps, the encoder scored at the step where it is lowest (its check: the same choice over the 1.5× run)"
+        if settings.early_stop
+        else ""
+    )
     lines = [
         f"MLP encoder (observations: a random {s['dim']} → {s['obs_width']} projection of the latent vectors plus "
         f"N(0, {s['noise']:g}²) noise; hidden width {s['hidden']}) trained on {half} of {s['items']} items, scored on "
-        f"those and on the {s['items'] - half} held-out items; k = {s['ks'][0]}, τ = {s['taus'][0]:g}, "
-        f"{s['pairs'][0]:,} pairs, {s['steps']} steps of {s['batch']}{_decay(s)}; seeds {s['seeds']}; {machine()}. "
-        "Means over seeds [95% t interval].",
+        f"those and on the {held} held-out items; k = {s['ks'][0]}, τ = {s['taus'][0]:g}, "
+        f"{s['pairs'][0]:,} pairs, {s['steps']} steps of {s['batch']}{_decay(s)}{stopping}; seeds {s['seeds']}; "
+        f"{machine()}. Means over seeds [95% t interval].",
     ]
     rows, paired, found, counts, summary = [], [], [], [], {"cells": records, "paired": []}
     for kernel in s["kernels"]:
@@ -585,6 +591,7 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
                 ci([r["heldout"]["recall10"] for r in g], ".3f"), ci([r["heldout"]["best_link_gap"] for r in g]),
                 f"{np.mean([r['heldout']['cosine_corr'] for r in g]):.3f}",
                 f"{np.mean([r['lambda_mean'] for r in g]):.3f}",
+                *([", ".join(str(r["stopped"]["steps"]) for r in g)] if settings.early_stop else []),
             ])  # fmt: skip
         for loss in _against_infonce(s):
             diffs = paired_figures(records, loss, "heldout", kernel=kernel)
@@ -592,17 +599,17 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
             words = disagreement(f"{kernel}, {loss} − infonce, held-out items", diffs)
             found += [words] if words else []
             summary["paired"].append({"kernel": kernel, "loss": loss, "heldout": diffs, "disagreement": words})
-            held = s["items"] - half
             per_seed = [round(d * held) for d in diffs["top1"]]
             counts.append([kernel, f"{loss} − infonce", ", ".join(f"{c:+d}" for c in per_seed)])
             summary["paired"][-1]["heldout_top1_items"] = per_seed
     lines += ["", *table(["kernel", "loss", "universe KL, trained items", "universe KL, held-out items",
                           "top-1, trained", "top-1, held-out", "recall@10, held-out", "best-link KL, held-out",
-                          "cosine r, held-out", "λ (training)"], rows),
+                          "cosine r, held-out", "λ (training)",
+                          *(["stopped at (steps, per seed)"] if settings.early_stop else [])], rows),
               "", "Held-out items, paired by seed, mean [95% t interval]; KL lower is better, top-1 and recall@10 "
               "higher:", "", *table(["kernel", "difference", *PAIRED_HEADER], paired),
               *disagreement_lines(found),
-              "", f"Held-out top-1 differences in items (of {s['items'] - half}), per seed {s['seeds']}:", "",
+              "", f"Held-out top-1 differences in items (of {held}), per seed {s['seeds']}:", "",
               *table(["kernel", "difference", "items per seed"], counts),
               "", "Draws by seed s (torch generator seeds): universe 10007 + s, held-out split s + 17, observations "
               "3s + 2, encoder weights 2s + 1, training pairs and negatives 2s, link problems 1000003s + 1, search "

@@ -59,7 +59,7 @@ QUICK: dict[str, Any] = {
 }  # fmt: skip
 _TRAINING = {"steps", "batch", "lr", "anneal", "eval_sets", "eval_sizes", "losses", "pairs"}
 _LINK = {"link_batches", "link_anchors", "link_size"}
-_ENCODER = {"obs_width", "hidden", "noise"}
+_ENCODER = {"obs_width", "hidden", "noise", "early_stop"}
 _PROPOSITION = {"samples", "variants"}
 # Settings a sweep does not read: changing them does not stop a resume. The proposition's variants are part of each
 # of its cells (a change runs the cells lacking them again; a store made before they existed still resumes).
@@ -172,9 +172,16 @@ def _pairs(name: str, values: Any, owner: Any) -> None:
     _single(name, values, owner)
 
 
+def _positive(value: Any) -> bool:
+    return checks.is_real(value) and value > 0
+
+
 def _items(name: str, value: Any, owner: Any) -> None:
-    if owner.sweep == "encoder" and checks.is_real(value) and value < 6:
-        raise ValueError(f"{name}: the encoder sweep holds out half of the items and needs >= 6, got {value}")
+    if owner.sweep == "encoder" and checks.is_real(value):
+        # early stopping splits the held-out half again (validation, test), each part >= 3 items
+        need, parts = (12, "a quarter for validation and a quarter") if _positive(owner.early_stop) else (6, "half")
+        if value < need:
+            raise ValueError(f"{name}: the encoder sweep holds out {parts} of the items; needs >= {need}, got {value}")
     checks.integer_at_least(3)(name, value, owner)
 
 
@@ -261,6 +268,15 @@ class SweepSettings:
     )
     hidden: int = field(default=128, metadata=_option(_AT_LEAST_2, "Hidden width of the MLP encoder (encoder)."))
     noise: float = field(default=0.1, metadata=_option(checks.non_negative(), "Noise σ of the observations (encoder)."))
+    early_stop: int = field(
+        default=0,
+        metadata=_option(
+            checks.integer_at_least(0),
+            "Encoder: hold out half of the unseen items for validation, read their universe KL every this many "
+            "steps, and score the encoder where it was lowest (its check: the same choice over the 1.5× run); "
+            "0: at the last step, every unseen item scored.",
+        ),
+    )
     ks: tuple[int, ...] = field(metadata=_option(_ks, "Negatives per anchor."))
     taus: tuple[float, ...] = field(metadata=_option(_taus, "Temperatures."))
     losses: tuple[str, ...] = field(
@@ -282,12 +298,14 @@ class SweepSettings:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON values (lists for the tuples), in the fields' order; ``variants`` only in the
-        proposition's (the training sweeps do not read it) and ``anneal`` only when > 0 (a constant rate, as every
-        store made before it had): the stored settings files stay as they were."""
+        proposition's (the training sweeps do not read it), ``anneal`` and ``early_stop`` only when > 0 (a constant
+        rate and no early stopping, as every store made before them had): the stored settings files stay as they
+        were."""
         return {
             f.name: _plain(getattr(self, f.name))
             for f in dataclasses.fields(self)
-            if (f.name != "variants" or self.sweep == "proposition") and (f.name != "anneal" or self.anneal)
+            if (f.name != "variants" or self.sweep == "proposition")
+            and (f.name not in ("anneal", "early_stop") or getattr(self, f.name))
         }
 
 

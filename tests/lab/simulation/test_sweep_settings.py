@@ -46,7 +46,7 @@ def test_lists_are_sorted_tuples_and_saved_as_lists() -> None:
         ("negatives", {"dim": 1}, "--dim must be an integer >= 2, got 1"),
         ("negatives", {"kernels": []}, "--kernels must be some of"),
         ("temperature", {"losses": []}, "--losses: a training sweep needs at least one loss"),
-        ("encoder", {"items": 5}, "--items: the encoder sweep holds out half of the items and needs >= 6, got 5"),
+        ("encoder", {"items": 5}, "--items: the encoder sweep holds out half of the items; needs >= 6, got 5"),
         ("encoder", {"pairs": [0]}, "--pairs must be integers >= 1, got [0]"),
         ("proposition", {"ks": [1, 2], "kappa": 0.0}, "--kappa must be a finite number > 0, got 0.0"),
         ("negatives", {"blend_lambda": 1.0}, "the blend's lambda must be in (0, 1), got 1.0"),
