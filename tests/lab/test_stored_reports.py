@@ -139,7 +139,10 @@ def test_the_link_truth_report_regenerates_from_its_cells(folder: str, options: 
     assert _same(made, kept)
 
 
-@pytest.mark.parametrize(("folder", "options"), [("which_loss_tuned", []), ("which_loss_tuned_k16", ["--k", "16"])])
+@pytest.mark.parametrize(
+    ("folder", "options"),
+    [("which_loss_tuned", []), ("which_loss_tuned_k16", ["--k", "16"]), ("which_loss_tuned_k256", ["--k", "256"])],
+)
 def test_the_tuned_loss_comparison_regenerates_from_its_cells(folder: str, options: list[str], tmp_path: Path) -> None:
     """The known-truth loss comparison at one tuning budget: its choices and tables from the stored cells alone."""
     for name in ("cells.jsonl", "settings.json"):

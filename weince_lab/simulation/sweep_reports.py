@@ -26,7 +26,7 @@ from weince_lab.simulation.search import (
     shortfall_statistics,
     trivial_bounds,
 )
-from weince_lab.simulation.sweep_cells import cell_key, cells, encoder_split, universe_of
+from weince_lab.simulation.sweep_cells import cell_key, cells, check_steps, encoder_split, universe_of
 from weince_lab.simulation.sweep_settings import VARIANTS, SweepSettings
 from weince_lab.simulation.universe import kernel_law
 
@@ -617,7 +617,24 @@ def report_encoder(settings: SweepSettings, records: list[dict]) -> tuple[dict, 
               "The vmf oracle (λ* = 0 fixed, τ* = 1/κ) is InfoNCE at τ = 1/κ: where the sweep's τ is 1/κ the two "
               "arms are the same loss and every difference is 0 by construction."]  # fmt: skip
     summary["convergence"], checked = convergence_section(in_sweep_order(settings, records), ("kernel", "loss", "seed"))
+    if settings.early_stop:
+        checked += ["", _stopping_words(settings, records)]
     return summary, "\n".join(lines + checked) + "\n"
+
+
+def _stopping_words(settings: SweepSettings, records: list[dict]) -> str:
+    """What early stopping's convergence check compares, and how many of its choices lie in the steps the budget's
+    run and its check share (there the two are one state and the check passes by construction)."""
+    shared = settings.steps - settings.anneal
+    same = sum(r["stopped"]["steps"] == r["stopped"]["check_steps"] <= shared for r in records)
+    steps = sorted(r["stopped"]["steps"] for r in records)
+    return (
+        f"With early stopping each check compares the figures at the step chosen over the {settings.steps:,}-step "
+        f"run with those at the step chosen over the {check_steps(settings.steps):,}-step run. In {same} of "
+        f"{len(records)} cells both chose the same step among the first {shared:,}, which the two runs share: one "
+        "state, so the choice does not depend on the budget and the check passes by construction. Chosen steps: "
+        f"{steps[0]}–{steps[-1]}, median {np.median(steps):g}."
+    )
 
 
 def encoder_generator_seeds(seed: int, size: int) -> dict[str, int]:

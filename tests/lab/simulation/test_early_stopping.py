@@ -113,6 +113,9 @@ def test_the_early_stopped_encoder_cell_scores_at_its_chosen_steps() -> None:
     _, words = report_encoder(settings, [record])
     assert "12 other items (validation) read every 10 steps" in words and "on the 12 held-out items" in words
     assert f"| {stopped['steps']} |" in words and "stopped at (steps, per seed)" in words
+    same = int(stopped["steps"] == stopped["check_steps"] <= 40)  # no decay: the runs share the first 40 steps
+    assert f"In {same} of 1 cells both chose the same step among the first 40" in words
+    assert f"Chosen steps: {stopped['steps']}–{stopped['steps']}, median {stopped['steps']}." in words
 
 
 def test_the_settings_check_and_keep_early_stopping() -> None:
