@@ -176,7 +176,8 @@ class Watch:
     r"""Early stopping: every ``every`` steps of a run, and at its last, ``score()`` (a no-grad validation figure,
     lower is better; it draws nothing from the training's generators) is read, and each track keeps its lowest:
     ``best["budget"]`` over the run's own steps and ``best["check"]`` over its convergence check's (the steps the two
-    share count for both). The procedure's result is the state at arg min over the read steps t of score(t), and its
+    share count for both; each track's "last" is its own run's, so the check reads the steps a separate run of its
+    length would). The procedure's result is the state at arg min over the read steps t of score(t), and its
     convergence check is the same arg min over the 1.5× run: ties keep the earlier step."""
 
     every: int
@@ -303,8 +304,11 @@ def _fit(
             optimizer.zero_grad(set_to_none=True)
             value.backward()
             optimizer.step()
-            if watch is not None and ((step + 1) % watch.every == 0 or step + 1 == end):
-                watch.see(step + 1, tracks, parameters, loss)
+            if watch is not None:  # each track reads every E steps and at its own run's last
+                ends = {"budget": cfg.steps, "check": total}
+                read = tuple(t for t in tracks if (step + 1) % watch.every == 0 or step + 1 == ends[t])
+                if read:
+                    watch.see(step + 1, read, parameters, loss)
             if budget and cfg.steps - tail <= step:
                 losses.append(value.detach())
                 if isinstance(loss, loss_class("weince")) and loss.last_statistics is not None:

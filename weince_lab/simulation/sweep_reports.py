@@ -390,9 +390,12 @@ def convergence_section(records: list[dict], fields: Sequence[str]) -> tuple[dic
     summary = {"checked": True, "checks": len(checks_of), "converged": converged, "tolerance": first["tolerance"],
                "steps": first["steps"], "check_steps": first["check_steps"],
                **({"anneal": first["anneal"]} if first.get("anneal") else {})}  # fmt: skip
+    stopped = any("stopped" in r for r, _ in checks_of)
+    at = "universe KL at the step early stopping chose over" if stopped else "universe KL at"
+    then = "and over" if stopped else "and at"
     lines = [
         "",
-        f"**Convergence** (universe KL at {first['steps']:,} and at {first['check_steps']:,} steps {_runs(first)}; "
+        f"**Convergence** ({at} {first['steps']:,} {then} {first['check_steps']:,} steps {_runs(first)}; "
         f"converged when it moved by at most {first['tolerance']:g} nats): {converged} of {len(checks_of)} checks "
         + ("passed." if converged == len(checks_of) else "passed; the arms with a cell that did not:"),
     ]
@@ -633,7 +636,8 @@ def _stopping_words(settings: SweepSettings, records: list[dict]) -> str:
         f"run with those at the step chosen over the {check_steps(settings.steps):,}-step run. In {same} of "
         f"{len(records)} cells both chose the same step among the first {shared:,}, which the two runs share: one "
         "state, so the choice does not depend on the budget and the check passes by construction. Chosen steps: "
-        f"{steps[0]}–{steps[-1]}, median {np.median(steps):g}."
+        f"{steps[0]}–{steps[-1]}, median {np.median(steps):g}. The λ column is the whole run's (its last tenth), "
+        "not the chosen step's."
     )
 
 

@@ -9,7 +9,7 @@ import torch
 
 from weince_lab.simulation.learning import TrainConfig, Watch, build_loss, observations, train_encoder
 from weince_lab.simulation.search import universe_gap
-from weince_lab.simulation.sweep_cells import encoder_split, run_cell
+from weince_lab.simulation.sweep_cells import check_steps, encoder_split, run_cell
 from weince_lab.simulation.sweep_reports import report_encoder
 from weince_lab.simulation.sweep_settings import resolve
 from weince_lab.simulation.universe import kernel_law, make_universe
@@ -25,10 +25,10 @@ def _world() -> tuple:
     return u.subset(train), obs[train], u.subset(validation), obs[validation]
 
 
-def _run(cfg: TrainConfig, check: int | None = None, every: int | None = 10) -> tuple:
+def _run(cfg: TrainConfig, check: int | None = None, every: int | None = 10, name: str = "weince") -> tuple:
     """One watched (or, ``every`` None, unwatched) encoder run; the watch's score is the validation items' KL."""
     part, obs, validation, validation_obs = _world()
-    loss = build_loss("weince", 0.1, LAW)
+    loss = build_loss(name, 0.1, LAW)
 
     def score_of(encoder: torch.nn.Module) -> float:
         with torch.no_grad():
@@ -56,28 +56,69 @@ def test_the_watch_keeps_each_tracks_lowest_and_the_earlier_of_a_tie() -> None:
         Watch(0, lambda: 0.0)
 
 
-@pytest.mark.parametrize("anneal", [0, 10])
-def test_watching_changes_nothing_and_the_checks_choice_is_the_longer_runs(anneal: int) -> None:
-    """The watched run's budget is the unwatched run's bit for bit. Its budget choice is the choice of a watched run
-    of the budget alone, and its check's choice that of a watched run of 1.5× the steps (with its own decay)."""
-    cfg = TrainConfig(**(CFG.to_dict() | {"anneal": anneal}))
-    longer = TrainConfig(**(cfg.to_dict() | {"steps": 45}))
-    _, watched, _ = _run(cfg, check=45)
-    _, plain, _ = _run(cfg, check=45, every=None)
-    _, alone, _ = _run(cfg)
-    _, long_run, _ = _run(longer)
+class _Log(Watch):
+    """A watch that also logs which tracks read at which step."""
+
+    def __init__(self, every: int, score) -> None:
+        super().__init__(every, score)
+        self.reads: dict[str, list[int]] = {"budget": [], "check": []}
+
+    def see(self, step, tracks, parameters, loss) -> None:
+        for track in tracks:
+            self.reads[track].append(step)
+        super().see(step, tracks, parameters, loss)
+
+
+@pytest.mark.parametrize(("steps", "anneal"), [(25, 0), (25, 10), (30, 0)])
+def test_each_track_reads_the_steps_a_separate_run_of_its_length_reads(steps: int, anneal: int) -> None:
+    """Every E = 10 steps and at each track's own last step: the budget of 25 reads 10, 20, 25 and its check (38)
+    10, 20, 30, 38 (not the budget's 25), as separate runs of 25 and 38 steps read them; with a decay too."""
+    part, obs, _, _ = _world()
+    cfg = TrainConfig(**(CFG.to_dict() | {"steps": steps, "anneal": anneal}))
+    check = check_steps(steps)
+    logs = []
+
+    def make(encoder: torch.nn.Module) -> Watch:
+        logs.append(_Log(10, lambda: 0.0))
+        return logs[-1]
+
+    train_encoder(part, obs, build_loss("infonce", 0.1, LAW), cfg, hidden=8, check_steps=check, watch=make)
+    expected = {n: [*range(10, n + 1, 10), *([n] if n % 10 else [])] for n in (steps, check)}
+    assert logs[0].reads == {"budget": expected[steps], "check": expected[check]}
+    assert steps != 25 or (expected[25], expected[38]) == ([10, 20, 25], [10, 20, 30, 38])
+
+
+@pytest.mark.parametrize(("name", "steps", "anneal"), [("weince", 30, 0), ("weince", 30, 10), ("learned_link", 25, 0)])
+def test_watching_changes_nothing_and_the_checks_choice_is_the_longer_runs(name: str, steps: int, anneal: int) -> None:
+    """The watched run's budget is the unwatched run's bit for bit (tables, loss, λ, β, the learned link). Its budget
+    choice is the choice of a watched run of the budget alone, and its check's choice that of a watched run of 1.5×
+    the steps (with its own decay; at 25 steps and E = 10 the check reads 10, 20, 30, 38 as a 38-step run does, not
+    the budget's last step 25), the loss's own state included."""
+    cfg = TrainConfig(**(CFG.to_dict() | {"steps": steps, "anneal": anneal}))
+    check = check_steps(steps)
+    longer = TrainConfig(**(cfg.to_dict() | {"steps": check}))
+    _, watched, _ = _run(cfg, check=check, name=name)
+    _, plain, _ = _run(cfg, check=check, every=None, name=name)
+    _, alone, _ = _run(cfg, name=name)
+    _, long_run, _ = _run(longer, name=name)
     assert torch.equal(watched.table, plain.table) and torch.equal(watched.check.table, plain.check.table)
+    assert (watched.final_loss, watched.lambda_mean, watched.beta_mean, watched.learned) == (
+        plain.final_loss, plain.lambda_mean, plain.beta_mean, plain.learned)  # fmt: skip
     assert plain.stops == {} and set(watched.stops) == {"budget", "check"}
     for mine, reference in ((watched.stops["budget"], alone.stops["budget"]),
                             (watched.stops["check"], long_run.stops["budget"])):  # fmt: skip
         assert (mine.steps, mine.score) == (reference.steps, reference.score)
         assert all(torch.equal(a, b) for a, b in zip(mine.parameters, reference.parameters, strict=True))
+        assert mine.loss_state.keys() == reference.loss_state.keys()
+        assert all(torch.equal(mine.loss_state[k], reference.loss_state[k]) for k in mine.loss_state)
+    if name == "learned_link":  # the loss's own parameters are part of the kept state
+        assert watched.stops["budget"].loss_state and watched.learned != {}
 
 
 def test_the_chosen_step_is_the_argmin_over_separate_runs_of_each_length() -> None:
-    """At a constant rate a run's state at step t is a run of t steps: the watch's choice is the arg min of the
-    validation KL over separate runs of 10, 20 and 30 steps (and of 25: the last step is read too), its state that
-    run's encoder."""
+    """At a constant rate a run's state at step t is a run of t steps: the watch's choice over a 25-step run is the
+    arg min of the validation KL over separate runs of 10, 20 and 25 steps (the last step is read too), its state
+    that run's encoder."""
     cfg = TrainConfig(**(CFG.to_dict() | {"steps": 25}))
     _, result, _ = _run(cfg)
     runs = {t: _run(TrainConfig(**(cfg.to_dict() | {"steps": t})), every=None) for t in (10, 20, 25)}
@@ -90,31 +131,39 @@ def test_the_chosen_step_is_the_argmin_over_separate_runs_of_each_length() -> No
 
 
 def test_the_early_stopped_encoder_cell_scores_at_its_chosen_steps() -> None:
-    """The cell holds out a validation quarter (never scored) and a test quarter; the figures are the encoder's at
-    the chosen step, its check the same choice over the 1.5× run; without early stopping nothing of it appears."""
-    given = {"kernels": ["endpoint"], "steps": 40, "seeds": [0], "losses": ["infonce"], "items": 48}
-    settings = resolve("encoder", {**given, "early_stop": 10}, quick=True)
+    """The cell holds out a validation quarter (never scored) and a test quarter. Its figures are those of the
+    encoder at the chosen step t̂: a cell of t̂ steps reading only its last gives them all again. Its check is the
+    choice over the 1.5× run: a cell of that length gives the check's KL as its own. Without early stopping nothing
+    of it appears."""
+    given = {"kernels": ["endpoint"], "seeds": [0], "losses": ["infonce"], "items": 48}
     cell = {"kernel": "endpoint", "loss": "infonce", "k": 16, "tau": 0.1, "pairs": 4000, "seed": 0}
-    record = run_cell(settings, cell)
+
+    def record_of(steps: int, every: int) -> dict:
+        return run_cell(resolve("encoder", {**given, "steps": steps, "early_stop": every}, quick=True), cell)
+
+    record = record_of(20, 5)
     stopped = record["stopped"]
     assert encoder_split(48, 10) == (24, 12, 12) and encoder_split(48, 0) == (24, 0, 24)
-    assert stopped["every"] == 10 and stopped["validation_items"] == 12
-    assert stopped["steps"] in (10, 20, 30, 40) and stopped["check_steps"] in (10, 20, 30, 40, 50, 60)
-    assert stopped["check_validation_gap"] <= stopped["validation_gap"]  # the check chooses over more steps
-    assert record["heldout"]["universe_gap"] == record["convergence"]["heldout"]["universe_gap"]
-    plain = run_cell(resolve("encoder", given, quick=True), cell)
+    assert stopped["every"] == 5 and stopped["validation_items"] == 12
+    assert stopped["steps"] in (5, 10, 15, 20) and stopped["check_steps"] in (5, 10, 15, 20, 25, 30)
+    assert stopped["check_steps"] != stopped["steps"]  # still improving: the two choices differ, the test can tell
+    at_choice = record_of(stopped["steps"], stopped["steps"])  # a constant rate: its last step is the state at t̂
+    assert at_choice["stopped"]["steps"] == stopped["steps"]
+    assert (at_choice["train"], at_choice["heldout"]) == (record["train"], record["heldout"])
+    longer = record_of(30, 5)
+    assert longer["stopped"]["steps"] == stopped["check_steps"]
+    assert longer["heldout"]["universe_gap"] == record["convergence"]["heldout"]["check_universe_gap"]
+    assert longer["train"]["universe_gap"] == record["convergence"]["train"]["check_universe_gap"]
+    plain = run_cell(resolve("encoder", {**given, "steps": 20}, quick=True), cell)
     assert "stopped" not in plain
     # the test quarter is a quarter: 12 items give top-1 in twelfths
     assert round(record["heldout"]["top1"] * 12, 9) == round(record["heldout"]["top1"] * 12)
-    if stopped["steps"] == 40:  # the budget's last step chosen: the figures at the budget are the plain run's
-        assert record["train"] == plain["train"]
-    else:
-        assert record["train"]["universe_gap"] != plain["train"]["universe_gap"]
+    settings = resolve("encoder", {**given, "steps": 20, "early_stop": 5}, quick=True)
     _, words = report_encoder(settings, [record])
-    assert "12 other items (validation) read every 10 steps" in words and "on the 12 held-out items" in words
+    assert "12 other items (validation) read every 5 steps" in words and "on the 12 held-out items" in words
     assert f"| {stopped['steps']} |" in words and "stopped at (steps, per seed)" in words
-    same = int(stopped["steps"] == stopped["check_steps"] <= 40)  # no decay: the runs share the first 40 steps
-    assert f"In {same} of 1 cells both chose the same step among the first 40" in words
+    assert "universe KL at the step early stopping chose over 20 and over 30 steps" in words
+    assert "In 0 of 1 cells both chose the same step among the first 20" in words
     assert f"Chosen steps: {stopped['steps']}–{stopped['steps']}, median {stopped['steps']}." in words
 
 
