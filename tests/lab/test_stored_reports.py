@@ -220,7 +220,10 @@ def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them
                 assert tuple(str(fields[n]) for n in names) in named, (name, record["cell"], part)
 
 
-@pytest.mark.parametrize("sweep", ["ground_truth", "ground_truth_annealed/negatives_6000"])
+@pytest.mark.parametrize(
+    "sweep",
+    ["ground_truth", "ground_truth_annealed/negatives_6000", "ground_truth_annealed/negatives_12000_endpoint"],
+)
 def test_the_negatives_ranking_regenerates_from_its_cells(
     sweep: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
