@@ -222,7 +222,12 @@ def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them
 
 @pytest.mark.parametrize(
     "sweep",
-    ["ground_truth", "ground_truth_annealed/negatives_6000", "ground_truth_annealed/negatives_12000_endpoint"],
+    [
+        "ground_truth",
+        "ground_truth_annealed/negatives_6000",
+        "ground_truth_annealed/negatives_12000_endpoint",
+        "ground_truth_annealed/negatives_12000_vmf",
+    ],
 )
 def test_the_negatives_ranking_regenerates_from_its_cells(
     sweep: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
