@@ -291,6 +291,7 @@ def _fit(
     optimizer = torch.optim.Adam([*parameters, *own], lr=cfg.lr)
     tail = max(1, cfg.steps // 10)
     losses, lams, betas = [], [], []
+    ends = {"budget": cfg.steps, "check": total}  # the last step of each track
 
     def steps(first: int, last: int, end: int, budget: bool, tracks: tuple[str, ...]) -> None:
         for step in range(first, last):
@@ -305,7 +306,6 @@ def _fit(
             value.backward()
             optimizer.step()
             if watch is not None:  # each track reads every E steps and at its own run's last
-                ends = {"budget": cfg.steps, "check": total}
                 read = tuple(t for t in tracks if (step + 1) % watch.every == 0 or step + 1 == ends[t])
                 if read:
                     watch.see(step + 1, read, parameters, loss)
