@@ -227,6 +227,7 @@ def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them
         "ground_truth_annealed/negatives_6000",
         "ground_truth_annealed/negatives_12000_endpoint",
         "ground_truth_annealed/negatives_12000_vmf",
+        "ground_truth_annealed/negatives_12000_blend",
     ],
 )
 def test_the_negatives_ranking_regenerates_from_its_cells(
