@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scipy import stats
 
 from weince_lab.experiments import link_truth, which_loss_truth
 from weince_lab.experiments import paper_protocol as pp
@@ -228,6 +229,7 @@ def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them
         "ground_truth_annealed/negatives_12000_endpoint",
         "ground_truth_annealed/negatives_12000_vmf",
         "ground_truth_annealed/negatives_12000_blend",
+        "ground_truth_annealed/negatives_16000_long_decay",
     ],
 )
 def test_the_negatives_ranking_regenerates_from_its_cells(
@@ -245,3 +247,19 @@ def test_the_negatives_ranking_regenerates_from_its_cells(
     # the unrounded floats to 1e-6 relative: with the lowest numpy and scipy allowed, a difference of two nearly equal
     # KLs and its interval come out up to 1.2e-9 relative apart
     assert _same(*(json.loads((f / "output.json").read_text(encoding="utf-8")) for f in (made, kept)), rel=1e-6)
+
+
+def test_the_long_decay_spread_regenerates_from_the_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The schedule-to-schedule spread of the few-negative cells, from the long-decay sweep's cells and the 12,000-step
+    sweeps' cells as stored, by its own script."""
+    kept = RESULTS / "ground_truth_annealed" / "negatives_16000_long_decay" / "spread"
+    monkeypatch.setattr(sys, "argv", [str(kept / "compute.py"), str(tmp_path)])
+    runpy.run_path(str(kept / "compute.py"), run_name="__main__")
+    assert (tmp_path / "output.md").read_text(encoding="utf-8") == (kept / "output.md").read_text(encoding="utf-8")
+    made, stored = (json.loads((f / "output.json").read_text(encoding="utf-8")) for f in (tmp_path, kept))
+    assert _same(made, stored, rel=1e-9)
+    # four tables per cell; the pass share is P(|X - Y| <= 0.005) for X - Y ~ N(0, 2 s_w^2), by scipy's normal law
+    assert all(len(c["tables"]) == 4 for c in made["cells"])
+    for row in made["summary"]:
+        law = stats.norm(scale=math.sqrt(2) * row["pooled_within_sd"])
+        assert row["pass_share_by_chance"] == pytest.approx(law.cdf(0.005) - law.cdf(-0.005), rel=1e-9)
