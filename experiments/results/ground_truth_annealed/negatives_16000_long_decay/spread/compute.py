@@ -1,4 +1,4 @@
-"""How far apart the trained tables of one cell land when only the schedule differs: WEINCE at few negatives.
+"""How far apart the trained tables of one cell land when only the schedule differs, at few negatives.
 
     python experiments/results/ground_truth_annealed/negatives_16000_long_decay/spread/compute.py [OUT]
 
@@ -34,10 +34,12 @@ def read(path: Path) -> dict:
 
 
 long = read(LONG / "negatives.cells.jsonl")
+kernels = {kernel for kernel, *_ in long}
+twelve = {kernel: read(ANNEALED / f"negatives_12000_{kernel}" / "negatives.cells.jsonl") for kernel in kernels}
 rows, groups = [], {}
-for key in sorted(long, key=lambda t: (t[0], t[1], t[2], t[3])):
+for key in sorted(long):
     kernel, loss, k, seed = key
-    short = read(ANNEALED / f"negatives_12000_{kernel}" / "negatives.cells.jsonl")[key]
+    short = twelve[kernel][key]
     tables = []
     for cell in (short, long[key]):
         c = cell["convergence"]
