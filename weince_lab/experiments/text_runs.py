@@ -37,6 +37,7 @@ from weince_lab.experiments.common import (
     split_variant,
     start_runs,
     summary_table,
+    variant_folder,
     write_results,
 )
 from weince_lab.experiments.text_space import space_diagnostics
@@ -64,6 +65,15 @@ def variant_args(variant: str) -> list[str]:
             "optionally with :key=value,... settings"
         )
     return ["--loss", loss, "--beta_mode", beta, *extra]
+
+
+def run_folder(runs_dir: Path, variant: str, seed: int) -> Path:
+    """A run's folder, ``<variant_folder(variant)>-seed<N>`` (``hcl:temperature=0.1`` -> ``hcl_temperature_0.1-seed0``:
+    no ``:`` or ``=`` in a path). A folder named by the variant's raw text, as runs were named before, is the run's
+    when it exists and the new name does not, so stored runs are still reused and resumed."""
+    named = runs_dir / f"{variant_folder(variant)}-seed{seed}"
+    raw = runs_dir / f"{variant}-seed{seed}"
+    return raw if raw != named and raw.is_dir() and not named.exists() else named
 
 
 def geometry(model_dir: Path, cache: Path) -> dict[str, float]:
@@ -284,7 +294,7 @@ def main() -> None:
     dev: dict[str, dict[int, list]] = {v: {} for v in variants}
     for seed in args.seeds:
         for v, vargs in variants.items():
-            out = runs_dir / f"{v}-seed{seed}"
+            out = run_folder(runs_dir, v, seed)
             if not (out / "results.json").is_file():
                 train_args = [
                     args.config,

@@ -22,6 +22,7 @@ from weince_lab.experiments.text_runs import (
     diagnostics,
     interval_table,
     lambda_table,
+    run_folder,
     run_stats,
     score_row,
     time_table,
@@ -264,8 +265,8 @@ def test_a_variant_is_a_registered_loss_with_settings() -> None:
 
 
 def test_each_seed_of_a_variant_with_a_dot_logs_to_its_own_file(tmp_path: Path, monkeypatch) -> None:
-    """``sigmoid:loss_learning_rate=0.001`` trains in ``…=0.001-seed0``; its log is that name + ``.train.log``, one
-    per seed (``with_suffix`` read ``.001-seed0`` as a suffix and gave every seed one log)."""
+    """``sigmoid:loss_learning_rate=0.001`` trains in ``sigmoid_loss_learning_rate_0.001-seed0``; its log is that name
+    + ``.train.log``, one per seed (``with_suffix`` read ``.001-seed0`` as a suffix and gave every seed one log)."""
     logs: list[Path] = []
 
     def train(module: str, argv: list[str], log: Path) -> None:
@@ -281,5 +282,17 @@ def test_each_seed_of_a_variant_with_a_dot_logs_to_its_own_file(tmp_path: Path, 
     monkeypatch.setattr(sys, "argv", argv)
     text_runs.main()
     assert [p.name for p in logs] == [
-        "infonce-seed0.train.log", f"{variant}-seed0.train.log", "infonce-seed1.train.log", f"{variant}-seed1.train.log"
+        "infonce-seed0.train.log", "sigmoid_loss_learning_rate_0.001-seed0.train.log",
+        "infonce-seed1.train.log", "sigmoid_loss_learning_rate_0.001-seed1.train.log",
     ]  # fmt: skip
+
+
+def test_run_folder_names_a_variant_without_separators_and_reuses_a_raw_named_run(tmp_path: Path) -> None:
+    assert run_folder(tmp_path, "infonce", 3) == tmp_path / "infonce-seed3"
+    assert run_folder(tmp_path, "weince-ols:learning_rate=1e-3", 0) == tmp_path / "weince-ols_learning_rate_1e-3-seed0"
+    raw = tmp_path / "weince-ols:learning_rate=1e-3-seed0"
+    raw.mkdir()  # a run stored under the earlier naming is the run's folder
+    assert run_folder(tmp_path, "weince-ols:learning_rate=1e-3", 0) == raw
+    assert run_folder(tmp_path, "weince-ols:learning_rate=1e-3", 1) == tmp_path / "weince-ols_learning_rate_1e-3-seed1"
+    (tmp_path / "weince-ols_learning_rate_1e-3-seed0").mkdir()  # both present: the new name wins
+    assert run_folder(tmp_path, "weince-ols:learning_rate=1e-3", 0).name == "weince-ols_learning_rate_1e-3-seed0"
