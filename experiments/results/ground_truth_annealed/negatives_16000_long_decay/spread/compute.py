@@ -1,4 +1,4 @@
-"""How far apart the trained tables of one cell land when only the schedule differs, at few negatives.
+"""How far apart the trained tables of one cell land when only the schedule differs (k = 4 to 256).
 
     python experiments/results/ground_truth_annealed/negatives_16000_long_decay/spread/compute.py [OUT]
 
