@@ -263,3 +263,40 @@ def test_the_long_decay_spread_regenerates_from_the_cells(tmp_path: Path, monkey
     for row in made["summary"]:
         law = stats.norm(scale=math.sqrt(2) * row["pooled_within_sd"])
         assert row["pass_share_by_chance"] == pytest.approx(law.cdf(0.005) - law.cdf(-0.005), rel=1e-9)
+
+
+def test_the_larger_batch_checks_are_the_sweeps_and_regenerate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The six failing long-decay cells trained again at 4× the batch: each row's batch-256 check is the sweep's stored
+    one for that cell, every move is check − budget and every pass flag is |move| <= the tolerance, the larger runs
+    used 1,024 anchors a step, and the report regenerates from output.json by the script's own writer."""
+    kept = RESULTS / "ground_truth_annealed" / "negatives_16000_long_decay" / "larger_batch"
+    monkeypatch.setattr(sys, "argv", [str(kept / "compute.py")])
+    script = runpy.run_path(str(kept / "compute.py"), run_name="larger_batch")
+    made = json.loads((kept / "output.json").read_text(encoding="utf-8"))
+    sweep = script["stored"]()
+    fields = ("universe_gap", "check_universe_gap", "moved", "converged")
+    assert len(made["cells"]) == 6 and made["tolerance"] == 0.005
+    for row in made["cells"]:
+        c = row["cell"]
+        stored = sweep[(c["kernel"], c["loss"], c["k"], c["seed"])]["convergence"]
+        assert row["batch_256"] == {f: stored[f] for f in fields}
+        assert row["batch_1024"]["batch"] == 1024
+        for check in (row["batch_256"], row["batch_1024"]):
+            assert check["moved"] == pytest.approx(check["check_universe_gap"] - check["universe_gap"], abs=1e-12)
+            assert check["converged"] == (abs(check["moved"]) <= made["tolerance"])
+    script["write"](made["cells"], script["settings"](), tmp_path)
+    assert (tmp_path / "output.md").read_text(encoding="utf-8") == (kept / "output.md").read_text(encoding="utf-8")
+
+
+def test_the_strict_start_tau_003_pairing_regenerates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """InfoNCE at τ 0.03 from the strict 90-minute start, paired by seed with that start's stored arms: the table and
+    its intervals regenerate from the two stored summaries, the pairing is against τ 0.03 over 5 seeds, and the
+    stored InfoNCE run trained again came out the same (the condition for pairing runs of two sessions)."""
+    kept = RESULTS / "mlm_mini90_strict_tau003_paired"
+    monkeypatch.setattr(sys, "argv", [str(kept / "compute.py"), str(tmp_path)])
+    runpy.run_path(str(kept / "compute.py"), run_name="__main__")
+    assert (tmp_path / "output.md").read_text(encoding="utf-8") == (kept / "output.md").read_text(encoding="utf-8")
+    made = json.loads((tmp_path / "output.json").read_text(encoding="utf-8"))
+    assert _same(made, json.loads((kept / "output.json").read_text(encoding="utf-8")))
+    assert made["base"] == "infonce:temperature=0.03" and made["seeds"] == [0, 1, 2, 3, 4]
+    assert len(made["difference"]) == 7 and made["reproduced_max_abs_difference"] < 1e-6
