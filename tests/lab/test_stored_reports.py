@@ -266,9 +266,10 @@ def test_the_long_decay_spread_regenerates_from_the_cells(tmp_path: Path, monkey
 
 
 def test_the_larger_batch_checks_are_the_sweeps_and_regenerate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The six failing long-decay cells trained again at 4× the batch: each row's batch-256 check is the sweep's stored
-    one for that cell, every move is check − budget and every pass flag is |move| <= the tolerance, the larger runs
-    used 1,024 anchors a step, and the report regenerates from output.json by the script's own writer."""
+    """The six long-decay cells of two failing β = 1 arms trained again at 4× the batch: each row's batch-256 check is
+    the sweep's stored one for that cell, every move is check − budget and every pass flag is |move| <= the
+    tolerance, the larger runs used 1,024 anchors a step, and the report regenerates from output.json by the
+    script's own writer."""
     kept = RESULTS / "ground_truth_annealed" / "negatives_16000_long_decay" / "larger_batch"
     monkeypatch.setattr(sys, "argv", [str(kept / "compute.py")])
     script = runpy.run_path(str(kept / "compute.py"), run_name="larger_batch")

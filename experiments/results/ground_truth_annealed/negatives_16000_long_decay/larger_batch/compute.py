@@ -63,11 +63,11 @@ def run(cell: dict) -> dict:
 
 def write(rows: list[dict], s: SweepSettings, out: Path) -> None:
     """output.json and output.md of ``rows`` (one per cell: its batch-256 check as stored, its larger batch's)."""
-    big = f"batch_{FACTOR * s.batch}"
+    small, big = f"batch_{s.batch}", f"batch_{FACTOR * s.batch}"
     arms = []
     for kernel, loss, k in ARMS:
         members = [r for r in rows if (r["cell"]["kernel"], r["cell"]["loss"], r["cell"]["k"]) == (kernel, loss, k)]
-        for key in (f"batch_{s.batch}", big):
+        for key in (small, big):
             checks = [r[key] for r in members]
             arms.append({"kernel": kernel, "loss": loss, "k": k, "batch": key, "cells": len(checks),
                          "passed": sum(c["converged"] for c in checks),
@@ -87,14 +87,14 @@ def write(rows: list[dict], s: SweepSettings, out: Path) -> None:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        c, a, b = r["cell"], r["batch_256"], r[big]
+        c, a, b = r["cell"], r[small], r[big]
         lines.append(
             f"| {c['kernel']} | {c['loss']} | {c['k']} | {c['seed']} | {a['universe_gap']:.4f} | "
             f"{a['check_universe_gap']:.4f} | {a['moved']:+.4f}{'' if a['converged'] else ' ✗'} | "
             f"{b['universe_gap']:.4f} | {b['check_universe_gap']:.4f} | {b['moved']:+.4f}"
             f"{'' if b['converged'] else ' ✗'} | {b['seconds']:.0f} |"
         )
-    passed = [sum(r[key]["converged"] for r in rows) for key in ("batch_256", big)]
+    passed = [sum(r[key]["converged"] for r in rows) for key in (small, big)]
     lines += ["", f"Checks passed: {passed[0]} of {len(rows)} at batch {s.batch}, {passed[1]} of {len(rows)} at "
               f"batch {FACTOR * s.batch} (✗: failed)."]  # fmt: skip
     lines += [
@@ -125,8 +125,9 @@ def main() -> None:
     rows = []
     for cell, new in zip(cells, larger, strict=True):
         old = before[(cell["kernel"], cell["loss"], cell["k"], cell["seed"])]["convergence"]
+        fields = ("universe_gap", "check_universe_gap", "moved", "converged")
         rows.append({"cell": cell, "steps": s.steps, "check_steps": check_steps(s.steps), "anneal": s.anneal,
-                     "batch_256": {f: old[f] for f in ("universe_gap", "check_universe_gap", "moved", "converged")},
+                     f"batch_{s.batch}": {f: old[f] for f in fields},
                      f"batch_{FACTOR * s.batch}": new})  # fmt: skip
     write(rows, s, OUT)
 
