@@ -230,6 +230,7 @@ def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them
         "ground_truth_annealed/negatives_12000_vmf",
         "ground_truth_annealed/negatives_12000_blend",
         "ground_truth_annealed/negatives_16000_long_decay",
+        "ground_truth_annealed/negatives_32000_batch1024",
     ],
 )
 def test_the_negatives_ranking_regenerates_from_its_cells(
