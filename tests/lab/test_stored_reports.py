@@ -276,12 +276,11 @@ def test_the_larger_batch_checks_are_the_sweeps_and_regenerate(tmp_path: Path, m
     script = runpy.run_path(str(kept / "compute.py"), run_name="larger_batch")
     made = json.loads((kept / "output.json").read_text(encoding="utf-8"))
     sweep = script["stored"]()
-    fields = ("universe_gap", "check_universe_gap", "moved", "converged")
     assert len(made["cells"]) == 6 and made["tolerance"] == 0.005
     for row in made["cells"]:
         c = row["cell"]
         stored = sweep[(c["kernel"], c["loss"], c["k"], c["seed"])]["convergence"]
-        assert row["batch_256"] == {f: stored[f] for f in fields}
+        assert row["batch_256"] == {f: stored[f] for f in script["CHECK_FIELDS"]}
         assert row["batch_1024"]["batch"] == 1024
         for check in (row["batch_256"], row["batch_1024"]):
             assert check["moved"] == pytest.approx(check["check_universe_gap"] - check["universe_gap"], abs=1e-12)

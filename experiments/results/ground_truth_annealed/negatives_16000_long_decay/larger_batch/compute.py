@@ -33,6 +33,7 @@ SWEEP = HERE.parent
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
 FACTOR = 4
 ARMS = (("endpoint", "weince_unit", 4), ("blend", "weince_unit", 16))
+CHECK_FIELDS = ("universe_gap", "check_universe_gap", "moved", "converged")  # a stored check's fields in each row
 
 
 def settings() -> SweepSettings:
@@ -125,9 +126,8 @@ def main() -> None:
     rows = []
     for cell, new in zip(cells, larger, strict=True):
         old = before[(cell["kernel"], cell["loss"], cell["k"], cell["seed"])]["convergence"]
-        fields = ("universe_gap", "check_universe_gap", "moved", "converged")
         rows.append({"cell": cell, "steps": s.steps, "check_steps": check_steps(s.steps), "anneal": s.anneal,
-                     f"batch_{s.batch}": {f: old[f] for f in fields},
+                     f"batch_{s.batch}": {f: old[f] for f in CHECK_FIELDS},
                      f"batch_{FACTOR * s.batch}": new})  # fmt: skip
     write(rows, s, OUT)
 
