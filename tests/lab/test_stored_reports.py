@@ -231,6 +231,7 @@ def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them
         "ground_truth_annealed/negatives_12000_blend",
         "ground_truth_annealed/negatives_16000_long_decay",
         "ground_truth_annealed/negatives_32000_batch1024",
+        "ground_truth_annealed/negatives_32000_batch1024_k64",
     ],
 )
 def test_the_negatives_ranking_regenerates_from_its_cells(
@@ -248,6 +249,21 @@ def test_the_negatives_ranking_regenerates_from_its_cells(
     # the unrounded floats to 1e-6 relative: with the lowest numpy and scipy allowed, a difference of two nearly equal
     # KLs and its interval come out up to 1.2e-9 relative apart
     assert _same(*(json.loads((f / "output.json").read_text(encoding="utf-8")) for f in (made, kept)), rel=1e-6)
+
+
+def test_the_k64_folders_k16_cells_are_the_32000_folders() -> None:
+    """The k = 64 folder holds the endpoint kernel's k = 16 cells of the 32,000-step folder (a sweep needs two k for
+    its slope): the same records, and the same settings but for the kernels and k trained."""
+    folders = [RESULTS / "ground_truth_annealed" / f"negatives_32000_batch1024{tail}" for tail in ("", "_k64")]
+    main, k64 = (
+        {json.dumps(r["cell"], sort_keys=True): r for r in read_cells(f / "negatives.cells.jsonl")} for f in folders
+    )
+    shared = [key for key, r in k64.items() if r["cell"]["k"] == 16]
+    assert len(shared) == 9 and {k64[key]["cell"]["kernel"] for key in shared} == {"endpoint"}
+    assert all(k64[key] == main[key] for key in shared)
+    settings = [json.loads((f / "negatives.settings.json").read_text(encoding="utf-8")) for f in folders]
+    assert settings[1]["kernels"] == ["endpoint"] and settings[1]["ks"] == [16, 64]
+    assert {**settings[1], "kernels": None, "ks": None} == {**settings[0], "kernels": None, "ks": None}
 
 
 def test_the_long_decay_spread_regenerates_from_the_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
