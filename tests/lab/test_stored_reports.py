@@ -252,17 +252,18 @@ def test_the_negatives_ranking_regenerates_from_its_cells(
 
 
 def test_the_k64_folders_k16_cells_are_the_32000_folders() -> None:
-    """The k = 64 folder holds the endpoint kernel's k = 16 cells of the 32,000-step folder (a sweep needs two k for
-    its slope): the same records, and the same settings but for the kernels and k trained."""
+    """The k = 64 folder holds its kernels' k = 16 cells of the 32,000-step folder (a sweep needs two k for its slope):
+    every one of them, the same records, and the same settings but for the kernels and k trained."""
     folders = [RESULTS / "ground_truth_annealed" / f"negatives_32000_batch1024{tail}" for tail in ("", "_k64")]
     main, k64 = (
         {json.dumps(r["cell"], sort_keys=True): r for r in read_cells(f / "negatives.cells.jsonl")} for f in folders
     )
-    shared = [key for key, r in k64.items() if r["cell"]["k"] == 16]
-    assert len(shared) == 9 and {k64[key]["cell"]["kernel"] for key in shared} == {"endpoint"}
-    assert all(k64[key] == main[key] for key in shared)
     settings = [json.loads((f / "negatives.settings.json").read_text(encoding="utf-8")) for f in folders]
-    assert settings[1]["kernels"] == ["endpoint"] and settings[1]["ks"] == [16, 64]
+    kernels = settings[1]["kernels"]
+    assert set(kernels) <= set(settings[0]["kernels"]) and settings[1]["ks"] == [16, 64]
+    shared = {key for key, r in k64.items() if r["cell"]["k"] == 16}
+    assert shared == {key for key, r in main.items() if r["cell"]["k"] == 16 and r["cell"]["kernel"] in kernels}
+    assert len(shared) == 9 * len(kernels) and all(k64[key] == main[key] for key in shared)
     assert {**settings[1], "kernels": None, "ks": None} == {**settings[0], "kernels": None, "ks": None}
 
 
