@@ -173,7 +173,9 @@ def proposition_figures(settings: SweepSettings, cell: dict, universe: Universe,
     }
 
 
-def _train_config(settings: SweepSettings, cell: dict) -> TrainConfig:
+def train_config(settings: SweepSettings, cell: dict) -> TrainConfig:
+    """The training of a table cell: its k, training-set size and seed; the sweep's dimension, steps, batch, rate and
+    final decay."""
     s = settings
     return TrainConfig(
         negatives=cell["k"],
@@ -209,7 +211,7 @@ def training_cell(settings: SweepSettings, cell: dict, universe: Universe) -> di
     its convergence check (the universe KL of the same run at :func:`check_steps`)."""
     loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
     later = check_steps(settings.steps)
-    result = train_table(universe, loss, _train_config(settings, cell), check_steps=later)
+    result = train_table(universe, loss, train_config(settings, cell), check_steps=later)
     table = result.table
     with checked_state(result, [], loss):  # the loss's own parameters (a learned link) at the check
         check_gap = universe_gap(universe, result.check.table, loss)
@@ -273,7 +275,7 @@ def encoder_cell(settings: SweepSettings, cell: dict, universe: Universe) -> dic
     loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
     train_part, heldout_part = universe.subset(seen), universe.subset(held)
     later = check_steps(settings.steps)
-    cfg = _train_config(settings, cell)
+    cfg = train_config(settings, cell)
 
     def unit(model: torch.nn.Module, items: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():

@@ -25,7 +25,14 @@ import numpy as np
 
 from weince_lab.simulation.learning import build_loss, checked_state, train_table
 from weince_lab.simulation.search import universe_gap
-from weince_lab.simulation.sweep_cells import KL_TOLERANCE, _train_config, check_steps, one_thread, universe_of
+from weince_lab.simulation.sweep_cells import (
+    KL_TOLERANCE,
+    check_steps,
+    convergence,
+    one_thread,
+    train_config,
+    universe_of,
+)
 from weince_lab.simulation.sweep_settings import SweepSettings
 
 HERE = Path(__file__).resolve().parent
@@ -51,13 +58,12 @@ def run(cell: dict) -> dict:
         s = settings()
         universe = universe_of(s, cell["kernel"], cell["seed"])
         loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
-        cfg = dataclasses.replace(_train_config(s, cell), batch=FACTOR * s.batch)
+        cfg = dataclasses.replace(train_config(s, cell), batch=FACTOR * s.batch)
         result = train_table(universe, loss, cfg, check_steps=check_steps(s.steps))
         with checked_state(result, [], loss):
             check = universe_gap(universe, result.check.table, loss)
-        budget = universe_gap(universe, result.table, loss)
-        return {"batch": cfg.batch, "universe_gap": budget, "check_universe_gap": check, "moved": check - budget,
-                "converged": abs(check - budget) <= KL_TOLERANCE, "seconds": time.perf_counter() - t0}  # fmt: skip
+        checked = convergence(s.steps, universe_gap(universe, result.table, loss), check_steps(s.steps), check)
+        return {"batch": cfg.batch, **{f: checked[f] for f in CHECK_FIELDS}, "seconds": time.perf_counter() - t0}
 
     return one_thread(work)
 
