@@ -233,6 +233,7 @@ def test_every_stored_training_cell_carries_its_check_and_the_report_counts_them
         "ground_truth_annealed/negatives_16000_long_decay",
         "ground_truth_annealed/negatives_32000_batch1024",
         "ground_truth_annealed/negatives_32000_batch1024_k64",
+        "ground_truth_annealed/negatives_32000_batch1024_k256",
     ],
 )
 def test_the_negatives_ranking_regenerates_from_its_cells(
@@ -252,18 +253,20 @@ def test_the_negatives_ranking_regenerates_from_its_cells(
     assert _same(*(json.loads((f / "output.json").read_text(encoding="utf-8")) for f in (made, kept)), rel=1e-6)
 
 
-def test_the_k64_folders_k16_cells_are_the_32000_folders() -> None:
-    """The k = 64 folder holds its kernels' k = 16 cells of the 32,000-step folder (a sweep needs two k for its slope):
-    every one of them, the same records, and the same settings but for the kernels and k trained."""
-    folders = [RESULTS / "ground_truth_annealed" / f"negatives_32000_batch1024{tail}" for tail in ("", "_k64")]
-    main, k64 = ({cell_key(r["cell"]): r for r in read_cells(f / "negatives.cells.jsonl")} for f in folders)
+@pytest.mark.parametrize("k", [64, 256])
+def test_a_larger_k_folders_k16_cells_are_the_32000_folders(k: int) -> None:
+    """A larger-k folder (k = 64, k = 256) holds its kernels' k = 16 cells of the 32,000-step folder (a sweep needs two
+    k for its slope): every one of them, the same records, and the same settings but for the kernels and k trained."""
+    folders = [RESULTS / "ground_truth_annealed" / f"negatives_32000_batch1024{tail}" for tail in ("", f"_k{k}")]
+    main, larger = ({cell_key(r["cell"]): r for r in read_cells(f / "negatives.cells.jsonl")} for f in folders)
     settings = [json.loads((f / "negatives.settings.json").read_text(encoding="utf-8")) for f in folders]
     kernels = settings[1]["kernels"]
-    assert set(kernels) <= set(settings[0]["kernels"]) and settings[1]["ks"] == [16, 64]
-    shared = {key for key, r in k64.items() if r["cell"]["k"] == 16}
+    assert set(kernels) <= set(settings[0]["kernels"]) and settings[1]["ks"] == [16, k]
+    shared = {key for key, r in larger.items() if r["cell"]["k"] == 16}
     assert shared == {key for key, r in main.items() if r["cell"]["k"] == 16 and r["cell"]["kernel"] in kernels}
     per_kernel = len(settings[1]["losses"]) * len(settings[1]["seeds"])
-    assert len(shared) == per_kernel * len(kernels) and all(k64[key] == main[key] for key in shared)
+    assert len(shared) == per_kernel * len(kernels) and all(larger[key] == main[key] for key in shared)
+    assert {key for key, r in larger.items() if r["cell"]["k"] == k} and len(larger) == 2 * len(shared)
     assert {**settings[1], "kernels": None, "ks": None} == {**settings[0], "kernels": None, "ks": None}
 
 
