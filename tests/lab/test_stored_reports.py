@@ -299,7 +299,7 @@ def test_the_larger_batch_checks_are_the_sweeps_and_regenerate(tmp_path: Path, m
     assert len(made["cells"]) == 6 and made["tolerance"] == 0.005
     for row in made["cells"]:
         c = row["cell"]
-        stored = sweep[(c["kernel"], c["loss"], c["k"], c["seed"])]["convergence"]
+        stored = sweep[script["cell_key"](c)]["convergence"]
         assert row["batch_256"] == {f: stored[f] for f in script["CHECK_FIELDS"]}
         assert row["batch_1024"]["batch"] == 1024
         for check in (row["batch_256"], row["batch_1024"]):

@@ -23,10 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
+from weince_lab.simulation.decision_rule import read_cells
 from weince_lab.simulation.learning import build_loss, checked_state, train_table
 from weince_lab.simulation.search import universe_gap
 from weince_lab.simulation.sweep_cells import (
     KL_TOLERANCE,
+    cell_key,
     check_steps,
     convergence,
     one_thread,
@@ -48,8 +50,8 @@ def settings() -> SweepSettings:
 
 
 def stored() -> dict:
-    cells = [json.loads(line) for line in (SWEEP / "negatives.cells.jsonl").read_text(encoding="utf-8").splitlines()]
-    return {tuple(c["cell"][f] for f in ("kernel", "loss", "k", "seed")): c for c in cells if c}
+    """The sweep's stored records by cell (:func:`cell_key`)."""
+    return {cell_key(r["cell"]): r for r in read_cells(SWEEP / "negatives.cells.jsonl")}
 
 
 def run(cell: dict) -> dict:
@@ -59,10 +61,11 @@ def run(cell: dict) -> dict:
         universe = universe_of(s, cell["kernel"], cell["seed"])
         loss = build_loss(cell["loss"], cell["tau"], universe.kernel)
         cfg = dataclasses.replace(train_config(s, cell), batch=FACTOR * s.batch)
-        result = train_table(universe, loss, cfg, check_steps=check_steps(s.steps))
+        later = check_steps(s.steps)
+        result = train_table(universe, loss, cfg, check_steps=later)
         with checked_state(result, [], loss):
             check = universe_gap(universe, result.check.table, loss)
-        checked = convergence(s.steps, universe_gap(universe, result.table, loss), check_steps(s.steps), check)
+        checked = convergence(s.steps, universe_gap(universe, result.table, loss), later, check)
         return {"batch": cfg.batch, **{f: checked[f] for f in CHECK_FIELDS}, "seconds": time.perf_counter() - t0}
 
     return one_thread(work)
@@ -131,7 +134,7 @@ def main() -> None:
         larger = pool.map(run, cells)
     rows = []
     for cell, new in zip(cells, larger, strict=True):
-        old = before[(cell["kernel"], cell["loss"], cell["k"], cell["seed"])]["convergence"]
+        old = before[cell_key(cell)]["convergence"]
         rows.append({"cell": cell, "steps": s.steps, "check_steps": check_steps(s.steps), "anneal": s.anneal,
                      f"batch_{s.batch}": {f: old[f] for f in CHECK_FIELDS},
                      f"batch_{FACTOR * s.batch}": new})  # fmt: skip
