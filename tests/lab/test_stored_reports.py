@@ -270,6 +270,29 @@ def test_a_larger_k_folders_k16_cells_are_the_32000_folders(k: int) -> None:
     assert {**settings[1], "kernels": None, "ks": None} == {**settings[0], "kernels": None, "ks": None}
 
 
+def test_the_long_decay_temperature_folders_tau_01_cells_are_the_negatives_sweeps() -> None:
+    """The temperature sweep with the long decay holds InfoNCE's and WEINCE's τ = 0.1 cells of the negatives sweep with
+    the long decay (the same training cell at the same settings: copied, not trained twice): every one of them, the
+    same records, and the same settings but for the sweep's name and the grid (k, τ, losses) each trains."""
+    folder = RESULTS / "ground_truth_annealed"
+    tau = folder / "temperature_16000_long_decay"
+    neg = folder / "negatives_16000_long_decay"
+    temperature = {cell_key(r["cell"]): r for r in read_cells(tau / "temperature.cells.jsonl")}
+    negatives = {cell_key(r["cell"]): r for r in read_cells(neg / "negatives.cells.jsonl")}
+    names = [(tau, "temperature"), (neg, "negatives")]
+    settings = [json.loads((f / f"{name}.settings.json").read_text(encoding="utf-8")) for f, name in names]
+    shared = {key for key, r in temperature.items() if r["cell"]["tau"] == 0.1}
+    wanted = {
+        key
+        for key, r in negatives.items()
+        if r["cell"]["k"] == 64 and r["cell"]["loss"] in settings[0]["losses"] and r["cell"]["tau"] == 0.1
+    }
+    assert shared == wanted and len(shared) == 3 * 2 * 3 and all(temperature[key] == negatives[key] for key in shared)
+    assert len(temperature) == 3 * len(shared) and settings[0]["ks"] == [64] and 0.1 in settings[0]["taus"]
+    grid = {"sweep": None, "ks": None, "taus": None, "losses": None}
+    assert {**settings[0], **grid} == {**settings[1], **grid}
+
+
 def test_the_long_decay_spread_regenerates_from_the_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The schedule-to-schedule spread of the few-negative cells, from the long-decay sweep's cells and the 12,000-step
     sweeps' cells as stored, by its own script."""
