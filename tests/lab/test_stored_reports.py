@@ -67,7 +67,7 @@ def test_the_reports_read_the_cells_in_seed_order(sweep: str) -> None:
     assert REPORTS[sweep](settings, records)[1] == REPORTS[sweep](settings, records[::-1])[1]
 
 
-@pytest.mark.parametrize("folder", ["decision_rule", "decision_rule_annealed"])
+@pytest.mark.parametrize("folder", ["decision_rule", "decision_rule_annealed", "decision_rule_long_decay"])
 def test_the_decision_rule_report_regenerates(folder: str) -> None:
     stored = (RESULTS / folder / "decision_rule.md").read_text(encoding="utf-8")
     result = json.loads((RESULTS / folder / "decision_rule.json").read_text(encoding="utf-8"))
