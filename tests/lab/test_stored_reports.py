@@ -253,13 +253,19 @@ def test_the_negatives_ranking_regenerates_from_its_cells(
     assert _same(*(json.loads((f / "output.json").read_text(encoding="utf-8")) for f in (made, kept)), rel=1e-6)
 
 
+def _sweep_store(folder: Path, sweep: str) -> tuple[dict[str, dict], dict]:
+    """A sweep folder's stored records keyed by :func:`cell_key`, and its settings as stored."""
+    records = {cell_key(r["cell"]): r for r in read_cells(folder / f"{sweep}.cells.jsonl")}
+    return records, json.loads((folder / f"{sweep}.settings.json").read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize("k", [64, 256])
 def test_a_larger_k_folders_k16_cells_are_the_32000_folders(k: int) -> None:
     """A larger-k folder (k = 64, k = 256) holds its kernels' k = 16 cells of the 32,000-step folder (a sweep needs two
     k for its slope): every one of them, the same records, and the same settings but for the kernels and k trained."""
     folders = [RESULTS / "ground_truth_annealed" / f"negatives_32000_batch1024{tail}" for tail in ("", f"_k{k}")]
-    main, larger = ({cell_key(r["cell"]): r for r in read_cells(f / "negatives.cells.jsonl")} for f in folders)
-    settings = [json.loads((f / "negatives.settings.json").read_text(encoding="utf-8")) for f in folders]
+    (main, main_settings), (larger, larger_settings) = (_sweep_store(f, "negatives") for f in folders)
+    settings = [main_settings, larger_settings]
     kernels = settings[1]["kernels"]
     assert set(kernels) <= set(settings[0]["kernels"]) and settings[1]["ks"] == [16, k]
     shared = {key for key, r in larger.items() if r["cell"]["k"] == 16}
@@ -277,10 +283,9 @@ def test_the_long_decay_temperature_folders_tau_01_cells_are_the_negatives_sweep
     folder = RESULTS / "ground_truth_annealed"
     tau = folder / "temperature_16000_long_decay"
     neg = folder / "negatives_16000_long_decay"
-    temperature = {cell_key(r["cell"]): r for r in read_cells(tau / "temperature.cells.jsonl")}
-    negatives = {cell_key(r["cell"]): r for r in read_cells(neg / "negatives.cells.jsonl")}
-    names = [(tau, "temperature"), (neg, "negatives")]
-    settings = [json.loads((f / f"{name}.settings.json").read_text(encoding="utf-8")) for f, name in names]
+    temperature, tau_settings = _sweep_store(tau, "temperature")
+    negatives, neg_settings = _sweep_store(neg, "negatives")
+    settings = [tau_settings, neg_settings]
     shared = {key for key, r in temperature.items() if r["cell"]["tau"] == 0.1}
     wanted = {
         key
