@@ -99,11 +99,13 @@ def test_a_kernel_not_known_is_refused_before_any_cell(tmp_path: Path, capsys: p
 
 def test_the_targets_are_the_stated_ratios_on_the_kernels_run() -> None:
     """Closed form: InfoNCE 0.4, learned link 0.1, oracle 0.0 nats → the learned link closes (0.4 − 0.1) / 0.4 = 75 %
-    of the oracle's gain (missed); top-1 +0.01 on every seed → met; under vMF the learned link costs 0.01 (missed)."""
+    of the oracle's gain (missed); top-1 +0.01 on every seed → met; learned − oracle +0.1 nats, top-1 −0.01; under
+    vMF the learned link costs 0.01 (missed)."""
     values = {
         ("endpoint", "infonce", "universe_gap"): 0.4, ("endpoint", "learned_link", "universe_gap"): 0.1,
         ("endpoint", "oracle", "universe_gap"): 0.0, ("endpoint", "infonce", "top1"): 0.80,
-        ("endpoint", "learned_link", "top1"): 0.81, ("vmf", "infonce", "universe_gap"): 0.03,
+        ("endpoint", "learned_link", "top1"): 0.81, ("endpoint", "oracle", "top1"): 0.82,
+        ("vmf", "infonce", "universe_gap"): 0.03,
         ("vmf", "learned_link", "universe_gap"): 0.04,
     }  # fmt: skip
 
@@ -113,5 +115,6 @@ def test_the_targets_are_the_stated_ratios_on_the_kernels_run() -> None:
     endpoint, vmf = driver.targets(figures, ("vmf", "endpoint", "blend"), 64)
     assert "closes 75 % of the oracle's KL gain" in endpoint and "(target ≥ 80 %: missed)" in endpoint
     assert "top-1 − InfoNCE's +0.010 [+0.010, +0.010] (target: not worse: met)" in endpoint
+    assert endpoint.endswith("paired by seed: KL +0.100 [+0.100, +0.100], top-1 -0.010 [-0.010, -0.010]")
     assert vmf == "vMF, its KL − InfoNCE's +0.010 [+0.010, +0.010] (target ≤ +0.005: missed)"
     assert driver.targets(figures, ("vmf",), 64) == [vmf]
