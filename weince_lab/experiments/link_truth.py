@@ -8,11 +8,12 @@ validation universes and is reported on separate test universes.
     python -m weince_lab.experiments.link_truth --out experiments/results/link_truth_annealed_k16 --ks 16 \
         --steps 6000 --anneal 2000 --workers 2  # k = 16, the same: about 30 min, 2 cores
     python -m weince_lab.experiments.link_truth --out experiments/results/link_truth_annealed_16000_endpoint \
-        --ks 64 --steps 16000 --anneal 15000 --kernels endpoint --workers 2  # the long decay, one kernel
+        --ks 64 --steps 16000 --anneal 15000 --kernels endpoint --workers 2  # the long decay, one kernel: 54 min
 
 Arms (``weince_lab.simulation.learning.build_loss``): InfoNCE, InfoNCE with a learned τ, temperature-free
 (``arctanh``), WEINCE (``ols``, the shipped defaults), the learned link (a and b learned; b alone with a = 1/τ),
-the profiled link, and the oracle (the kernel's own link). Kernels vMF, endpoint and blend; k ∈ {16, 64, 256}.
+the profiled link, and the oracle (the kernel's own link). Kernels vMF, endpoint and blend (``--kernels``: some of
+them); k ∈ {16, 64, 256} (``--ks``: some of them).
 
 **The budget.** Every arm that has a τ gets the same three configurations, τ ∈ {0.1, 0.2, 0.5} (for the learned
 and profiled links the start a = 1/τ), its other knobs at their defaults; ``arctanh`` and the oracle have none to
@@ -35,6 +36,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from concurrent.futures import as_completed
 from pathlib import Path
 
@@ -59,6 +61,8 @@ KS = (16, 64, 256)
 VALIDATION_SEEDS = (100, 101)
 TEST_SEEDS = (0, 1, 2, 3, 4)
 FIXED_TAU = 0.2  # recorded for the arms that read no τ
+DEFAULT_STEPS = 2000  # the negatives sweep's steps per cell
+STORED_DECAYS = ((6000, 2000), (16000, 15000))  # (steps, anneal) of the stored folders with a final decay
 LABELS = {
     "infonce": "InfoNCE",
     "learned_temperature": "InfoNCE, learned τ",
@@ -77,16 +81,17 @@ def settings_for(
     steps: int | None = None,
     anneal: int | None = None,
     kernels: list[str] | None = None,
-):
+) -> SweepSettings:
     """The negatives sweep's settings at full size (or --quick), with this driver's grid; ``ks``, ``steps``,
-    ``anneal`` and ``kernels`` replace the defaults where given.
+    ``anneal`` and ``kernels`` replace the defaults where given (the kernels in the order of ``KERNELS``, as the
+    settings keep ``ks`` sorted: the same cells give the same settings).
 
     Raises:
         ValueError: a value outside its range, naming the option (``resolve``'s checks).
     """
     # the cells carry their own τ: the settings' single τ is not read by a training cell
     options = {"ks": ks or list(KS[:2] if quick else KS), "taus": [FIXED_TAU], "losses": list(ARMS)}
-    options |= {"kernels": list(kernels or KERNELS), "steps": steps, "anneal": anneal}
+    options |= {"kernels": in_order(kernels) if kernels else list(KERNELS), "steps": steps, "anneal": anneal}
     if len(options["ks"]) > 1:
         return resolve("negatives", options, quick=quick)
     # one k: the temperature sweep's settings (the same cells; the negatives sweep wants two k for its slope)
@@ -162,9 +167,8 @@ def driver_args(
 ) -> argparse.Namespace | None:
     """A known-truth driver's command line: ``--out``, ``--workers`` (>= 1; otherwise a one-line error and
     ``None``), ``--quick`` (``quick``: what it runs); with ``budget``, also ``--ks``, ``--steps``, ``--anneal`` and
-    ``--kernels``;
-    with ``one_k``, ``--k`` (one number of negatives, default ``one_k``). The budget options and ``--k`` are checked
-    where the settings are resolved."""
+    ``--kernels``; with ``one_k``, ``--k`` (one number of negatives, default ``one_k``). The budget options and
+    ``--k`` are checked where the settings are resolved."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--workers", type=int, default=2)
@@ -184,21 +188,32 @@ def driver_args(
 
 
 def command(args: argparse.Namespace) -> str:
-    """The report's command line: the stored folder's name (``link_truth``: every k at a constant rate;
-    ``link_truth_annealed``: k = 64 with a final decay over 6,000 steps; ``link_truth_annealed_k16``: another single
-    k with it; ``link_truth_annealed_16000_endpoint``: another step budget, some kernels), and the budget options
-    given."""
-    names = ("ks", "steps", "anneal", "kernels")
-    given = [f"--{name} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-             for name in names if (v := getattr(args, name, None)) is not None]  # fmt: skip
+    """The report's command line: the stored folder's name and the budget options given (``ks`` sorted, the kernels
+    in the order of ``KERNELS``). The name is ``link_truth`` (every k, 2,000 steps at a constant rate) or
+    ``link_truth_annealed`` (k = 64, 6,000 steps whose last 2,000 decay), followed by what differs from it: ``_k16``
+    (other k), ``_16000`` (other steps), ``_a2000`` (a decay other than the stored budgets' 2,000 of 6,000 and
+    15,000 of 16,000) and ``_endpoint`` (some kernels), e.g. ``link_truth_annealed_k16_16000_endpoint``."""
+    ks = sorted(args.ks) if args.ks else None
+    kernels = in_order(args.kernels) if args.kernels else None
+    given = {"ks": ks, "steps": args.steps, "anneal": args.anneal, "kernels": kernels}
+    options = [f"--{name} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+               for name, v in given.items() if v is not None]  # fmt: skip
+    steps, every_k = args.steps or DEFAULT_STEPS, list(KS)
     folder = "experiments/results/link_truth" + ("_annealed" if args.anneal else "")
-    if args.anneal and args.ks and len(args.ks) == 1 and args.ks[0] != 64:
-        folder += f"_k{args.ks[0]}"
-    if args.anneal and args.steps not in (None, 6000):
-        folder += f"_{args.steps}"
-    if getattr(args, "kernels", None):
-        folder += "_" + "_".join(args.kernels)
-    return " ".join([f"--out {folder}", *given])
+    if (ks or every_k) != ([64] if args.anneal else every_k):
+        folder += "_k" + "_".join(map(str, ks or every_k))
+    if steps != (6000 if args.anneal else DEFAULT_STEPS):
+        folder += f"_{steps}"
+    if args.anneal and (steps, args.anneal) not in STORED_DECAYS:
+        folder += f"_a{args.anneal}"
+    if kernels and kernels != list(KERNELS):
+        folder += "_" + "_".join(kernels)
+    return " ".join([f"--out {folder}", *options])
+
+
+def in_order(kernels: list[str]) -> list[str]:
+    """``kernels`` in the order of ``KERNELS`` (a name not among them last, for the settings' check to name)."""
+    return sorted(kernels, key=lambda k: KERNELS.index(k) if k in KERNELS else len(KERNELS))
 
 
 def budget_text(settings: SweepSettings) -> str:
@@ -213,7 +228,7 @@ def budget_text(settings: SweepSettings) -> str:
     )
 
 
-def targets(figures, kernels: tuple[str, ...], k: int) -> list[str]:
+def targets(figures: Callable[[str, int, str, str], list[float]], kernels: tuple[str, ...], k: int) -> list[str]:
     """The targets stated before the run, for the kernels run: under the endpoint kernel the learned link closes
     ≥ 80 % of the oracle's KL gain over InfoNCE, ``(KL_InfoNCE − KL_learned) / (KL_InfoNCE − KL_oracle)``, and its
     top-1 is not worse (the paired interval's upper end ≥ 0), and its KL and top-1 − the oracle's are stated
@@ -227,11 +242,12 @@ def targets(figures, kernels: tuple[str, ...], k: int) -> list[str]:
         share = (np.mean(inf) - np.mean(ll)) / (np.mean(inf) - np.mean(orc))
         top1 = {arm: figures("endpoint", k, arm, "top1") for arm in ("infonce", "learned_link", "oracle")}
         top = list(np.subtract(top1["learned_link"], top1["infonce"]))
+        tie = (list(np.subtract(ll, orc)), list(np.subtract(top1["learned_link"], top1["oracle"])))
         out.append(
             f"endpoint, the learned link closes {100 * share:.0f} % of the oracle's KL gain over InfoNCE "
             f"(target ≥ 80 %: {'met' if share >= 0.8 else 'missed'}); its top-1 − InfoNCE's {fmt(top)} (target: not "
             f"worse: {'met' if interval(top)[2] >= 0 else 'missed'}); learned link − oracle, paired by seed: KL "
-            f"{fmt(list(np.subtract(ll, orc)))}, top-1 {fmt(list(np.subtract(top1['learned_link'], top1['oracle'])))}"
+            f"{fmt(tie[0], 4)}, top-1 {fmt(tie[1])}"
         )
     if "vmf" in kernels:
         vmf = list(

@@ -61,26 +61,40 @@ def test_a_bad_budget_is_one_line_before_any_cell(tmp_path: Path, capsys: pytest
 
 
 def test_the_report_names_each_stored_folder() -> None:
-    def command(ks: list[int] | None, steps: int | None, anneal: int | None) -> str:
-        return driver.command(argparse.Namespace(ks=ks, steps=steps, anneal=anneal))
+    def command(ks: list[int] | None, steps: int | None, anneal: int | None, kernels: list[str] | None = None) -> str:
+        return driver.command(argparse.Namespace(ks=ks, steps=steps, anneal=anneal, kernels=kernels))
 
     assert command(None, None, None) == "--out experiments/results/link_truth"
     assert (
         command([64], 6000, 2000) == "--out experiments/results/link_truth_annealed --ks 64 --steps 6000 --anneal 2000"
     )
     assert command([16], 6000, 2000).startswith("--out experiments/results/link_truth_annealed_k16 --ks 16 ")
-    assert command([16, 256], 6000, 2000).startswith("--out experiments/results/link_truth_annealed --ks 16 256 ")
-    assert (
-        driver.command(argparse.Namespace(ks=[64], steps=16000, anneal=15000, kernels=["endpoint"]))
-        == "--out experiments/results/link_truth_annealed_16000_endpoint --ks 64 --steps 16000 --anneal 15000 "
+    assert command([64], 16000, 15000, ["endpoint"]) == (
+        "--out experiments/results/link_truth_annealed_16000_endpoint --ks 64 --steps 16000 --anneal 15000 "
         "--kernels endpoint"
     )
+    assert command([16], 16000, 15000, ["endpoint"]).startswith(
+        "--out experiments/results/link_truth_annealed_k16_16000_endpoint "
+    )
+    # other budgets never take a stored folder's name; the order options are given in does not matter
+    assert command([256, 16], 6000, 2000).startswith(
+        "--out experiments/results/link_truth_annealed_k16_256 --ks 16 256"
+    )
+    assert command([64], None, 1000) == "--out experiments/results/link_truth_annealed_2000_a1000 --ks 64 --anneal 1000"
+    assert command([64], 6000, 3000).startswith("--out experiments/results/link_truth_annealed_a3000 ")
+    assert command(None, 16000, None) == "--out experiments/results/link_truth_16000 --steps 16000"
+    assert command([64], None, None) == "--out experiments/results/link_truth_k64 --ks 64"
+    assert command(None, None, None, ["blend", "vmf"]) == command(None, None, None, ["vmf", "blend"])
+    assert command(None, None, None, ["blend", "vmf"]).endswith("link_truth_vmf_blend --kernels vmf blend")
+    assert command(None, None, None, ["blend", "endpoint", "vmf"]).startswith("--out experiments/results/link_truth ")
 
 
 def test_kernels_narrow_the_cells_and_nothing_else(tmp_path: Path) -> None:
     every, one = driver.settings_for(False, [64], 6000, 2000), driver.settings_for(False, [64], 6000, 2000, ["blend"])
     assert one.kernels == ("blend",) and every.kernels == driver.KERNELS
     assert {k for k, v in one.to_dict().items() if every.to_dict()[k] != v} == {"kernels"}
+    two = [driver.settings_for(False, [64], 6000, 2000, kernels) for kernels in (["blend", "vmf"], ["vmf", "blend"])]
+    assert two[0].to_dict() == two[1].to_dict() and two[0].kernels == ("vmf", "blend")  # the same cells, one store
     argv = ["--out", str(tmp_path), "--quick", "--workers", "1", "--ks", "16", "--steps", "60", "--anneal", "30"]
     assert driver.main([*argv, "--kernels", "blend"]) == 0
     records = [json.loads(line) for line in (tmp_path / "cells.jsonl").read_text().splitlines()]
@@ -115,6 +129,7 @@ def test_the_targets_are_the_stated_ratios_on_the_kernels_run() -> None:
     endpoint, vmf = driver.targets(figures, ("vmf", "endpoint", "blend"), 64)
     assert "closes 75 % of the oracle's KL gain" in endpoint and "(target ≥ 80 %: missed)" in endpoint
     assert "top-1 − InfoNCE's +0.010 [+0.010, +0.010] (target: not worse: met)" in endpoint
-    assert endpoint.endswith("paired by seed: KL +0.100 [+0.100, +0.100], top-1 -0.010 [-0.010, -0.010]")
+    assert endpoint.endswith("paired by seed: KL +0.1000 [+0.1000, +0.1000], top-1 -0.010 [-0.010, -0.010]")
     assert vmf == "vMF, its KL − InfoNCE's +0.010 [+0.010, +0.010] (target ≤ +0.005: missed)"
     assert driver.targets(figures, ("vmf",), 64) == [vmf]
+    assert driver.targets(figures, ("blend",), 64) == ["no target is stated for the blend alone"]
