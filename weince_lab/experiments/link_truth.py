@@ -38,6 +38,7 @@ import math
 import sys
 from collections.abc import Callable
 from concurrent.futures import as_completed
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +62,7 @@ KS = (16, 64, 256)
 VALIDATION_SEEDS = (100, 101)
 TEST_SEEDS = (0, 1, 2, 3, 4)
 FIXED_TAU = 0.2  # recorded for the arms that read no τ
-DEFAULT_STEPS = 2000  # the negatives sweep's steps per cell
+DEFAULT_STEPS = next(f.default for f in fields(SweepSettings) if f.name == "steps")  # a full-size cell's steps
 STORED_DECAYS = ((6000, 2000), (16000, 15000))  # (steps, anneal) of the stored folders with a final decay
 LABELS = {
     "infonce": "InfoNCE",
@@ -175,7 +176,7 @@ def driver_args(
     ap.add_argument("--quick", action="store_true", help=quick)
     if budget:
         ap.add_argument("--ks", type=int, nargs="+", help=f"numbers of negatives (default {list(KS)})")
-        ap.add_argument("--steps", type=int, help="Adam steps a cell trains (default 2000)")
+        ap.add_argument("--steps", type=int, help=f"Adam steps a cell trains (default {DEFAULT_STEPS})")
         ap.add_argument("--anneal", type=int, help="the last steps decay the rate linearly to 0 (default 0: constant)")
         ap.add_argument("--kernels", nargs="+", choices=KERNELS, help=f"known kernels (default {list(KERNELS)})")
     if one_k is not None:
