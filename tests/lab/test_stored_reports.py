@@ -138,6 +138,10 @@ def test_the_batch_and_protocol_and_negatives_tables_regenerate() -> None:
             ["--ks", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "endpoint"],
         ),
         (
+            "link_truth_annealed_k256_16000_endpoint",
+            ["--ks", "256", "--steps", "16000", "--anneal", "15000", "--kernels", "endpoint"],
+        ),
+        (
             "link_truth_annealed_k16_16000_vmf",
             ["--ks", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "vmf"],
         ),
