@@ -150,6 +150,10 @@ def test_the_batch_and_protocol_and_negatives_tables_regenerate() -> None:
             ["--ks", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "blend"],
         ),
         (
+            "link_truth_annealed_16000_vmf",
+            ["--ks", "64", "--steps", "16000", "--anneal", "15000", "--kernels", "vmf"],
+        ),
+        (
             "link_truth_annealed_16000_blend",
             ["--ks", "64", "--steps", "16000", "--anneal", "15000", "--kernels", "blend"],
         ),
