@@ -161,6 +161,10 @@ def test_the_batch_and_protocol_and_negatives_tables_regenerate() -> None:
             "link_truth_annealed_k256_16000_blend",
             ["--ks", "256", "--steps", "16000", "--anneal", "15000", "--kernels", "blend"],
         ),
+        (
+            "link_truth_annealed_k256_16000_vmf",
+            ["--ks", "256", "--steps", "16000", "--anneal", "15000", "--kernels", "vmf"],
+        ),
     ],
 )
 def test_the_link_truth_report_regenerates_from_its_cells(folder: str, options: list[str], tmp_path: Path) -> None:
