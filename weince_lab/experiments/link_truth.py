@@ -164,20 +164,29 @@ def truth(settings, kernel: str) -> tuple[float, float]:
 
 
 def driver_args(
-    argv: list[str] | None, description: str, quick: str, budget: bool = False, one_k: int | None = None
+    argv: list[str] | None,
+    description: str,
+    quick: str,
+    budget: bool = False,
+    one_k: int | None = None,
+    schedule: tuple[int, int] | None = None,
 ) -> argparse.Namespace | None:
     """A known-truth driver's command line: ``--out``, ``--workers`` (>= 1; otherwise a one-line error and
     ``None``), ``--quick`` (``quick``: what it runs); with ``budget``, also ``--ks``, ``--steps``, ``--anneal`` and
-    ``--kernels``; with ``one_k``, ``--k`` (one number of negatives, default ``one_k``). The budget options and
-    ``--k`` are checked where the settings are resolved."""
+    ``--kernels``; with ``one_k``, ``--k`` (one number of negatives, default ``one_k``); with ``schedule`` (the
+    driver's default (steps, anneal)), ``--steps``, ``--anneal`` and ``--kernels`` beside ``--k``. The budget options
+    and ``--k`` are checked where the settings are resolved."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help=quick)
     if budget:
         ap.add_argument("--ks", type=int, nargs="+", help=f"numbers of negatives (default {list(KS)})")
-        ap.add_argument("--steps", type=int, help=f"Adam steps a cell trains (default {DEFAULT_STEPS})")
-        ap.add_argument("--anneal", type=int, help="the last steps decay the rate linearly to 0 (default 0: constant)")
+    if budget or schedule:
+        steps, anneal = schedule or (DEFAULT_STEPS, 0)
+        ap.add_argument("--steps", type=int, help=f"Adam steps a cell trains (default {steps})")
+        decay = f"the last steps decay the rate linearly to 0 (default {anneal or '0: constant'})"
+        ap.add_argument("--anneal", type=int, help=decay)
         ap.add_argument("--kernels", nargs="+", choices=KERNELS, help=f"known kernels (default {list(KERNELS)})")
     if one_k is not None:
         ap.add_argument("--k", type=int, help=f"negatives per anchor (default {one_k})")

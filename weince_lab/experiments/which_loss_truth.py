@@ -4,6 +4,8 @@ universes, every cell trained with a final decay of its rate and checked for con
 
     python -m weince_lab.experiments.which_loss_truth --out experiments/results/which_loss_tuned --workers 2
     python -m weince_lab.experiments.which_loss_truth --out experiments/results/which_loss_tuned_k16 --k 16 --workers 2
+    python -m weince_lab.experiments.which_loss_truth --out experiments/results/which_loss_tuned_16000_endpoint \
+        --steps 16000 --anneal 15000 --kernels endpoint --workers 2  # the long decay, one kernel
     python -m weince_lab.experiments.which_loss_truth --out /tmp/which_loss --quick  # seconds: the pipeline
 
 **The budget** (:data:`CONFIGS`): six configurations per arm. InfoNCE: six temperatures. Every other arm: three
@@ -31,7 +33,16 @@ import sys
 
 import numpy as np
 
-from weince_lab.experiments.link_truth import cell, claim_store, driver_args, fmt, key, run_cells
+from weince_lab.experiments.link_truth import (
+    STORED_DECAYS,
+    cell,
+    claim_store,
+    driver_args,
+    fmt,
+    in_order,
+    key,
+    run_cells,
+)
 from weince_lab.report import table, write
 from weince_lab.simulation.search import mean_interval as interval
 from weince_lab.simulation.sweep_reports import convergence_section
@@ -61,25 +72,51 @@ CONFIGS: dict[str, list[tuple[str, float]]] = {
 METRICS = {"universe_gap": "KL", "best_link_gap": "best-link KL", "top1": "top-1", "recall10": "recall@10"}
 
 
-def settings_for(quick: bool, k: int | None = None):
+def settings_for(
+    quick: bool,
+    k: int | None = None,
+    steps: int | None = None,
+    anneal: int | None = None,
+    kernels: list[str] | None = None,
+):
     """The temperature sweep's settings (full size, or --quick) with this driver's budget and every arm, at ``k``
-    negatives (default :data:`K`; --quick: the quick sweep's); a cell carries its own τ (the settings' single τ is not
-    read by a training cell).
+    negatives (default :data:`K`; --quick: the quick sweep's); ``steps``, ``anneal`` and ``kernels`` replace the
+    budget's :data:`STEPS`, :data:`ANNEAL` and :data:`KERNELS` where given (the kernels in the order of
+    ``KERNELS``). A cell carries its own τ (the settings' single τ is not read by a training cell).
 
     Raises:
-        ValueError: ``k`` below 3, in one line naming ``--ks`` (``resolve``'s check).
+        ValueError: a value outside its range, in one line naming its option (``resolve``'s checks).
     """
     losses = sorted({arm for configs in CONFIGS.values() for arm, _ in configs})
-    options = {"kernels": list(KERNELS), "taus": [0.1], "losses": losses}
+    options = {"kernels": in_order(kernels) if kernels else list(KERNELS), "taus": [0.1], "losses": losses}
     options |= {"anneal": 50} if quick else {"ks": [K], "steps": STEPS, "anneal": ANNEAL, "pairs": [100_000]}
-    if k is not None:
-        options["ks"] = [k]
+    given = {"ks": None if k is None else [k], "steps": steps, "anneal": anneal}
+    options |= {name: value for name, value in given.items() if value is not None}
     return resolve("temperature", options, quick=quick)
 
 
-def folder(k: int) -> str:
-    """The stored comparison's folder: ``which_loss_tuned`` at k = :data:`K`, ``which_loss_tuned_k{k}`` otherwise."""
-    return "experiments/results/which_loss_tuned" + ("" if k == K else f"_k{k}")
+def folder(k: int, steps: int = STEPS, anneal: int = ANNEAL, kernels: list[str] | None = None) -> str:
+    """The stored comparison's folder: ``which_loss_tuned`` at the budget's k, steps and kernels, followed by what
+    differs: ``_k16`` (other k), ``_16000`` (other steps), ``_a2000`` (a decay other than the stored budgets' 2,000 of
+    6,000 and 15,000 of 16,000) and ``_endpoint`` (some kernels), e.g. ``which_loss_tuned_16000_endpoint``."""
+    name = "experiments/results/which_loss_tuned" + ("" if k == K else f"_k{k}")
+    name += "" if steps == STEPS else f"_{steps}"
+    name += "" if (steps, anneal) in STORED_DECAYS else f"_a{anneal}"
+    kernels = in_order(kernels or list(KERNELS))
+    return name + ("" if kernels == list(KERNELS) else "_" + "_".join(kernels))
+
+
+def command(args) -> str:
+    """The report's command line: the stored folder and the options given that differ from the budget's (the
+    kernels in the order of ``KERNELS``)."""
+    k, steps, anneal = args.k or K, args.steps or STEPS, args.anneal or ANNEAL
+    kernels = in_order(args.kernels) if args.kernels else list(KERNELS)
+    options = [f"--out {folder(k, steps, anneal, kernels)}"]
+    options += [] if k == K else [f"--k {k}"]
+    options += [] if steps == STEPS else [f"--steps {steps}"]
+    options += [] if anneal == ANNEAL else [f"--anneal {anneal}"]
+    options += [] if kernels == list(KERNELS) else [f"--kernels {' '.join(kernels)}"]
+    return " ".join([*options, "--workers 2"])
 
 
 def choose(scored: list[tuple[float, bool, str, float]]) -> tuple[str, float]:
@@ -134,20 +171,21 @@ def filter_section(skipped: dict, chosen: dict, records: dict, k: int, pairs: in
 
 def main(argv: list[str] | None = None) -> int:
     args = driver_args(
-        argv, __doc__.split("\n\n")[0], "a tiny universe and short runs: the pipeline in seconds", one_k=K
-    )
+        argv, __doc__.split("\n\n")[0], "a tiny universe and short runs: the pipeline in seconds", one_k=K,
+        schedule=(STEPS, ANNEAL),
+    )  # fmt: skip
     if args is None:
         return 2
     if args.k is not None and args.k < 3:  # WEINCE's tail fits need 3 candidates (the sweeps' own check says --ks)
         print(f"error: --k must be an integer >= 3, got {args.k}", file=sys.stderr)
         return 2
     try:
-        settings = settings_for(args.quick, args.k)
+        settings = settings_for(args.quick, args.k, args.steps, args.anneal, args.kernels)
         claim_store(args.out, settings)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    k, pairs = settings.ks[0], settings.pairs[0]
+    k, pairs, kernels = settings.ks[0], settings.pairs[0], settings.kernels
     val_seeds, test_seeds = (VALIDATION_SEEDS[:1], TEST_SEEDS[:2]) if args.quick else (VALIDATION_SEEDS, TEST_SEEDS)
     store = args.out / "cells.jsonl"
 
@@ -155,13 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         return [records[key(cell(kern, k, arm, tau, s, pairs))] for s in seeds]
 
     # 1. validation: every configuration of every arm
-    val = [cell(kern, k, arm, tau, s, pairs) for s in val_seeds for kern in KERNELS
+    val = [cell(kern, k, arm, tau, s, pairs) for s in val_seeds for kern in kernels
            for configs in CONFIGS.values() for arm, tau in configs]  # fmt: skip
     val_records = run_cells(settings, val, store, args.workers)
     chosen: dict[tuple[str, str], tuple[str, float]] = {}
     lowest: dict[tuple[str, str], tuple[str, float]] = {}  # the lowest validation KL, converged or not
     validation_rows = []
-    for kern in KERNELS:
+    for kern in kernels:
         for name, configs in CONFIGS.items():
             scored = []
             for arm, tau in configs:
@@ -175,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                 validation_rows.append([kern, arm, f"{tau:g}", f"{kl:.4f}", "yes" if ok else "no", mark])
 
     # 2. test: every arm at its chosen configuration
-    test = [cell(kern, k, *chosen[kern, name], s, pairs) for s in test_seeds for kern in KERNELS for name in CONFIGS]
+    test = [cell(kern, k, *chosen[kern, name], s, pairs) for s in test_seeds for kern in kernels for name in CONFIGS]
     test_records = run_cells(settings, test, store, args.workers)
     # 2b. the filter's sensitivity: a lowest-KL configuration the convergence filter skipped, on the test seeds too
     skipped = {arm: lowest[arm] for arm in chosen if lowest[arm] != chosen[arm]}
@@ -192,9 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Which loss, when: known truth at one tuning budget (trained tables, k = "
         f"{k}, every cell converged or marked)",
         "",
-        f"Written by `python -m weince_lab.experiments.which_loss_truth --out {folder(args.k or K)} "
-        + ("" if args.k in (None, K) else f"--k {args.k} ")
-        + "--workers 2`"
+        f"Written by `python -m weince_lab.experiments.which_loss_truth {command(args)}`"
         + (" --quick (pipeline check, not a result)" if args.quick else "")
         + ". "
         f"N = {settings.items} items, d = {settings.dim}, {settings.steps:,} Adam steps of {settings.batch} anchors "
@@ -205,11 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         "chosen τ. KL (the likelihood view): to the ideal search under the arm's own search law, lower is better; "
         "best-link KL: under the link (a, b) refitted on the table's cosines; top-1 and recall@10 (the ranking "
         "view): agreement with the Bayes retriever among 256 candidates, higher is better. Ranks are by mean; an "
-        f"arm is ranked only when all its test cells converged. {len(KERNELS) * (len(CONFIGS) - 1) * 4} paired "
+        f"arm is ranked only when all its test cells converged. {len(kernels) * (len(CONFIGS) - 1) * 4} paired "
         "intervals are shown: about one in twenty of those that exclude 0 may do so by chance.",
         "",
     ]
-    for kern in KERNELS:
+    for kern in kernels:
         figures = {
             name: {m: [r[m] for r in runs(test_records, kern, *chosen[kern, name], test_seeds)] for m in METRICS}
             for name in CONFIGS

@@ -74,6 +74,28 @@ def test_k_sets_the_cells_and_the_stored_folder(
     assert not (tmp_path / "never").exists()
 
 
+def test_steps_anneal_and_kernels_set_the_cells_and_name_the_folder(tmp_path: Path, monkeypatch) -> None:
+    assert driver.folder(64) == "experiments/results/which_loss_tuned"
+    assert driver.folder(16, 16000, 15000, ["endpoint"]) == "experiments/results/which_loss_tuned_k16_16000_endpoint"
+    assert driver.folder(64, 16000, 2000, ["blend", "vmf"]).endswith("which_loss_tuned_16000_a2000_vmf_blend")
+    assert driver.folder(64, 6000, 2000, ["blend", "endpoint", "vmf"]) == driver.folder(64)
+    settings = driver.settings_for(False, steps=16000, anneal=15000, kernels=["blend", "vmf"])
+    assert (settings.steps, settings.anneal, settings.kernels, settings.ks) == (16000, 15000, ("vmf", "blend"), (64,))
+    monkeypatch.setattr(driver, "CONFIGS", {"infonce": [("infonce", 0.5)], "hcl": [("hcl:hcl_beta=0.5", 0.5)]})
+    budget = ["--kernels", "blend", "--steps", "40", "--anneal", "20"]
+    argv = ["--out", str(tmp_path), "--quick", "--workers", "1", *budget]
+    assert driver.main(argv) == 0
+    records = [json.loads(line) for line in (tmp_path / "cells.jsonl").read_text().splitlines()]
+    assert {r["cell"]["kernel"] for r in records} == {"blend"} and len(records) == 2 + 2 * 2  # 2 arms: seed 100; 0, 1
+    assert {(r["convergence"]["steps"], r["convergence"]["anneal"]) for r in records} == {(40, 20)}
+    report = (tmp_path / "output.md").read_text()
+    assert (
+        "--out experiments/results/which_loss_tuned_40_a20_blend --steps 40 --anneal 20 --kernels blend --workers 2`"
+        in report
+    )
+    assert "## Kernel blend" in report and "## Kernel vmf" not in report and "4 paired intervals" in report
+
+
 def test_the_filter_section_sets_a_skipped_lowest_configuration_beside_the_chosen_one() -> None:
     k, pairs, seeds = 16, 1000, (0, 1)
     chosen = {("vmf", "infonce"): ("infonce", 0.5), ("vmf", "hcl"): ("hcl:hcl_beta=0.5", 0.5)}
