@@ -109,7 +109,9 @@ def folder(k: int, steps: int = STEPS, anneal: int = ANNEAL, kernels: list[str] 
 def command(args) -> str:
     """The report's command line: the stored folder and the options given that differ from the budget's (the
     kernels in the order of ``KERNELS``)."""
-    k, steps, anneal = args.k or K, args.steps or STEPS, args.anneal or ANNEAL
+    k = K if args.k is None else args.k
+    steps = STEPS if args.steps is None else args.steps
+    anneal = ANNEAL if args.anneal is None else args.anneal  # --anneal 0 is given, not unset
     kernels = in_order(args.kernels) if args.kernels else list(KERNELS)
     options = [f"--out {folder(k, steps, anneal, kernels)}"]
     options += [] if k == K else [f"--k {k}"]

@@ -3,6 +3,7 @@ configurations trained on the test seeds, and a rerun that trains nothing and wr
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -79,6 +80,8 @@ def test_steps_anneal_and_kernels_set_the_cells_and_name_the_folder(tmp_path: Pa
     assert driver.folder(16, 16000, 15000, ["endpoint"]) == "experiments/results/which_loss_tuned_k16_16000_endpoint"
     assert driver.folder(64, 16000, 2000, ["blend", "vmf"]).endswith("which_loss_tuned_16000_a2000_vmf_blend")
     assert driver.folder(64, 6000, 2000, ["blend", "endpoint", "vmf"]) == driver.folder(64)
+    constant = driver.command(argparse.Namespace(k=None, steps=None, anneal=0, kernels=None))
+    assert constant == "--out experiments/results/which_loss_tuned_a0 --anneal 0 --workers 2"  # 0 is given, not unset
     settings = driver.settings_for(False, steps=16000, anneal=15000, kernels=["blend", "vmf"])
     assert (settings.steps, settings.anneal, settings.kernels, settings.ks) == (16000, 15000, ("vmf", "blend"), (64,))
     monkeypatch.setattr(driver, "CONFIGS", {"infonce": [("infonce", 0.5)], "hcl": [("hcl:hcl_beta=0.5", 0.5)]})
