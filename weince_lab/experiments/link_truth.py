@@ -200,25 +200,37 @@ def driver_args(
 def command(args: argparse.Namespace) -> str:
     """The report's command line: the stored folder's name and the budget options given (``ks`` sorted, the kernels
     in the order of ``KERNELS``). The name is ``link_truth`` (every k, 2,000 steps at a constant rate) or
-    ``link_truth_annealed`` (k = 64, 6,000 steps whose last 2,000 decay), followed by what differs from it: ``_k16``
-    (other k), ``_16000`` (other steps), ``_a2000`` (a decay other than the stored budgets' 2,000 of 6,000 and
-    15,000 of 16,000) and ``_endpoint`` (some kernels), e.g. ``link_truth_annealed_k16_16000_endpoint``."""
+    ``link_truth_annealed`` (k = 64, 6,000 steps whose last 2,000 decay), followed by what differs from it
+    (:func:`stored_folder`), e.g. ``link_truth_annealed_k16_16000_endpoint``."""
     ks = sorted(args.ks) if args.ks else None
     kernels = in_order(args.kernels) if args.kernels else None
     given = {"ks": ks, "steps": args.steps, "anneal": args.anneal, "kernels": kernels}
     options = [f"--{name} {' '.join(map(str, v)) if isinstance(v, list) else v}"
                for name, v in given.items() if v is not None]  # fmt: skip
-    steps, every_k = args.steps or DEFAULT_STEPS, list(KS)
-    folder = "experiments/results/link_truth" + ("_annealed" if args.anneal else "")
-    if (ks or every_k) != ([64] if args.anneal else every_k):
-        folder += "_k" + "_".join(map(str, ks or every_k))
-    if steps != (6000 if args.anneal else DEFAULT_STEPS):
-        folder += f"_{steps}"
-    if args.anneal and (steps, args.anneal) not in STORED_DECAYS:
-        folder += f"_a{args.anneal}"
-    if kernels and kernels != list(KERNELS):
-        folder += "_" + "_".join(kernels)
+    every_k, prefix = list(KS), "experiments/results/link_truth" + ("_annealed" if args.anneal else "")
+    budget = ([64], 6000, list(KERNELS)) if args.anneal else (every_k, DEFAULT_STEPS, list(KERNELS))
+    steps, kernels = args.steps or DEFAULT_STEPS, kernels or list(KERNELS)
+    folder = stored_folder(prefix, budget, ks or every_k, steps, args.anneal or None, kernels)
     return " ".join([f"--out {folder}", *options])
+
+
+def stored_folder(
+    prefix: str,
+    budget: tuple[list[int], int, list[str]],
+    ks: list[int],
+    steps: int,
+    anneal: int | None,
+    kernels: list[str],
+) -> str:
+    """A known-truth driver's stored folder: ``prefix`` (the folder of its budget, whose numbers of negatives, steps
+    and kernels are ``budget``) followed by what differs from that budget: ``_k16`` (other k), ``_16000`` (other
+    steps), ``_a1000`` (a final decay, when not ``None``, other than the stored budgets' 2,000 of 6,000 and 15,000 of
+    16,000) and ``_endpoint`` (other kernels, in the order of ``KERNELS``)."""
+    name = prefix + ("" if ks == budget[0] else "_k" + "_".join(map(str, ks)))
+    name += "" if steps == budget[1] else f"_{steps}"
+    name += "" if anneal is None or (steps, anneal) in STORED_DECAYS else f"_a{anneal}"
+    kernels = in_order(kernels)
+    return name + ("" if kernels == in_order(budget[2]) else "_" + "_".join(kernels))
 
 
 def in_order(kernels: list[str]) -> list[str]:

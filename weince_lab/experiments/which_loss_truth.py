@@ -34,7 +34,6 @@ import sys
 import numpy as np
 
 from weince_lab.experiments.link_truth import (
-    STORED_DECAYS,
     cell,
     claim_store,
     driver_args,
@@ -42,6 +41,7 @@ from weince_lab.experiments.link_truth import (
     in_order,
     key,
     run_cells,
+    stored_folder,
 )
 from weince_lab.report import table, write
 from weince_lab.simulation.search import mean_interval as interval
@@ -97,13 +97,9 @@ def settings_for(
 
 def folder(k: int, steps: int = STEPS, anneal: int = ANNEAL, kernels: list[str] | None = None) -> str:
     """The stored comparison's folder: ``which_loss_tuned`` at the budget's k, steps and kernels, followed by what
-    differs: ``_k16`` (other k), ``_16000`` (other steps), ``_a2000`` (a decay other than the stored budgets' 2,000 of
-    6,000 and 15,000 of 16,000) and ``_endpoint`` (some kernels), e.g. ``which_loss_tuned_16000_endpoint``."""
-    name = "experiments/results/which_loss_tuned" + ("" if k == K else f"_k{k}")
-    name += "" if steps == STEPS else f"_{steps}"
-    name += "" if (steps, anneal) in STORED_DECAYS else f"_a{anneal}"
-    kernels = in_order(kernels or list(KERNELS))
-    return name + ("" if kernels == list(KERNELS) else "_" + "_".join(kernels))
+    differs from it (``link_truth.stored_folder``), e.g. ``which_loss_tuned_k16_16000_endpoint``."""
+    prefix = "experiments/results/which_loss_tuned"
+    return stored_folder(prefix, ([K], STEPS, list(KERNELS)), [k], steps, anneal, kernels or list(KERNELS))
 
 
 def command(args) -> str:
