@@ -188,6 +188,10 @@ def test_the_link_truth_report_regenerates_from_its_cells(folder: str, options: 
             "which_loss_tuned_k16_16000_endpoint",
             ["--k", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "endpoint"],
         ),
+        (
+            "which_loss_tuned_k16_16000_vmf",
+            ["--k", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "vmf"],
+        ),
     ],
 )
 def test_the_tuned_loss_comparison_regenerates_from_its_cells(folder: str, options: list[str], tmp_path: Path) -> None:
