@@ -192,6 +192,10 @@ def test_the_link_truth_report_regenerates_from_its_cells(folder: str, options: 
             "which_loss_tuned_k16_16000_vmf",
             ["--k", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "vmf"],
         ),
+        (
+            "which_loss_tuned_k16_16000_blend",
+            ["--k", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "blend"],
+        ),
     ],
 )
 def test_the_tuned_loss_comparison_regenerates_from_its_cells(folder: str, options: list[str], tmp_path: Path) -> None:
