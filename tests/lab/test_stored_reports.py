@@ -122,6 +122,12 @@ def test_the_batch_and_protocol_and_negatives_tables_regenerate() -> None:
     assert text in (RESULTS / "sup_sick_negatives.md").read_text(encoding="utf-8")
 
 
+def long_decay(*k: str, kernel: str) -> list[str]:
+    """A known-truth driver's options for the long decay (16,000 steps, the last 15,000 decaying) under one kernel,
+    after its option for the numbers of negatives, if any (``"--ks", "16"`` or ``"--k", "16"``)."""
+    return [*k, "--steps", "16000", "--anneal", "15000", "--kernels", kernel]
+
+
 @pytest.mark.parametrize(
     ("folder", "options"),
     [
@@ -129,42 +135,15 @@ def test_the_batch_and_protocol_and_negatives_tables_regenerate() -> None:
         ("link_truth_annealed", ["--ks", "64", "--steps", "6000", "--anneal", "2000"]),
         ("link_truth_annealed_k16", ["--ks", "16", "--steps", "6000", "--anneal", "2000"]),
         ("link_truth_annealed_k256", ["--ks", "256", "--steps", "6000", "--anneal", "2000"]),
-        (
-            "link_truth_annealed_16000_endpoint",
-            ["--ks", "64", "--steps", "16000", "--anneal", "15000", "--kernels", "endpoint"],
-        ),
-        (
-            "link_truth_annealed_k16_16000_endpoint",
-            ["--ks", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "endpoint"],
-        ),
-        (
-            "link_truth_annealed_k256_16000_endpoint",
-            ["--ks", "256", "--steps", "16000", "--anneal", "15000", "--kernels", "endpoint"],
-        ),
-        (
-            "link_truth_annealed_k16_16000_vmf",
-            ["--ks", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "vmf"],
-        ),
-        (
-            "link_truth_annealed_k16_16000_blend",
-            ["--ks", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "blend"],
-        ),
-        (
-            "link_truth_annealed_16000_vmf",
-            ["--ks", "64", "--steps", "16000", "--anneal", "15000", "--kernels", "vmf"],
-        ),
-        (
-            "link_truth_annealed_16000_blend",
-            ["--ks", "64", "--steps", "16000", "--anneal", "15000", "--kernels", "blend"],
-        ),
-        (
-            "link_truth_annealed_k256_16000_blend",
-            ["--ks", "256", "--steps", "16000", "--anneal", "15000", "--kernels", "blend"],
-        ),
-        (
-            "link_truth_annealed_k256_16000_vmf",
-            ["--ks", "256", "--steps", "16000", "--anneal", "15000", "--kernels", "vmf"],
-        ),
+        ("link_truth_annealed_16000_endpoint", long_decay("--ks", "64", kernel="endpoint")),
+        ("link_truth_annealed_k16_16000_endpoint", long_decay("--ks", "16", kernel="endpoint")),
+        ("link_truth_annealed_k256_16000_endpoint", long_decay("--ks", "256", kernel="endpoint")),
+        ("link_truth_annealed_k16_16000_vmf", long_decay("--ks", "16", kernel="vmf")),
+        ("link_truth_annealed_k16_16000_blend", long_decay("--ks", "16", kernel="blend")),
+        ("link_truth_annealed_16000_vmf", long_decay("--ks", "64", kernel="vmf")),
+        ("link_truth_annealed_16000_blend", long_decay("--ks", "64", kernel="blend")),
+        ("link_truth_annealed_k256_16000_blend", long_decay("--ks", "256", kernel="blend")),
+        ("link_truth_annealed_k256_16000_vmf", long_decay("--ks", "256", kernel="vmf")),
     ],
 )
 def test_the_link_truth_report_regenerates_from_its_cells(folder: str, options: list[str], tmp_path: Path) -> None:
@@ -183,19 +162,10 @@ def test_the_link_truth_report_regenerates_from_its_cells(folder: str, options: 
         ("which_loss_tuned", []),
         ("which_loss_tuned_k16", ["--k", "16"]),
         ("which_loss_tuned_k256", ["--k", "256"]),
-        ("which_loss_tuned_16000_endpoint", ["--steps", "16000", "--anneal", "15000", "--kernels", "endpoint"]),
-        (
-            "which_loss_tuned_k16_16000_endpoint",
-            ["--k", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "endpoint"],
-        ),
-        (
-            "which_loss_tuned_k16_16000_vmf",
-            ["--k", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "vmf"],
-        ),
-        (
-            "which_loss_tuned_k16_16000_blend",
-            ["--k", "16", "--steps", "16000", "--anneal", "15000", "--kernels", "blend"],
-        ),
+        ("which_loss_tuned_16000_endpoint", long_decay(kernel="endpoint")),
+        ("which_loss_tuned_k16_16000_endpoint", long_decay("--k", "16", kernel="endpoint")),
+        ("which_loss_tuned_k16_16000_vmf", long_decay("--k", "16", kernel="vmf")),
+        ("which_loss_tuned_k16_16000_blend", long_decay("--k", "16", kernel="blend")),
     ],
 )
 def test_the_tuned_loss_comparison_regenerates_from_its_cells(folder: str, options: list[str], tmp_path: Path) -> None:
